@@ -1,0 +1,118 @@
+"""One command line: python -m steering {train, generate, ...} --help"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .checkpoint import DEFAULT_CHECKPOINT, CheckpointError
+from .ode import SOLVERS, SolverConfig, SolverStepLimitError
+
+COMMANDS: dict = {}
+
+
+def command(name: str, help: str):
+    def register(fn):
+        COMMANDS[name] = (fn, help)
+        return fn
+    return register
+
+
+def add_solver_args(p: argparse.ArgumentParser):
+    p.add_argument("--solver", default="euler", choices=SOLVERS, help="ODE solver for the continuous block")
+    p.add_argument("--steps", type=int, default=4, help="steps of a fixed-step solver")
+    p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of an adaptive solver")
+    p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance of an adaptive solver")
+    p.add_argument("--max-steps", type=int, default=2000, help="cap on adaptive steps (error beyond it)")
+
+
+def solver_from_args(args) -> SolverConfig:
+    return SolverConfig(args.solver, steps=args.steps, rtol=args.rtol, atol=args.atol, max_steps=args.max_steps)
+
+
+@command("train", "train the hybrid or the discrete baseline (works under torchrun)")
+def _train(args):
+    from .train import make_config, train, train_config_fields
+    overrides = {k: getattr(args, k) for k in train_config_fields() if hasattr(args, k)}
+    cfg = make_config(args.preset, **overrides)
+    if cfg.out == "runs/hybrid" and cfg.arch != "hybrid":
+        cfg = cfg.__class__(**{**cfg.__dict__, "out": f"runs/{cfg.arch}"})
+    out = train(cfg, progress=not args.no_progress)
+    print(f"wrote {out}")
+
+
+def _train_args(p):
+    p.add_argument("--arch", default="hybrid", choices=["hybrid", "discrete"])
+    p.add_argument("--preset", default="demo", choices=["tiny", "demo"])
+    p.add_argument("--out", default=None, help="output folder (default runs/ARCH)")
+    p.add_argument("--device", default=None, help="auto (CUDA if present), cpu, cuda")
+    p.add_argument("--resume", action="store_true", default=None, help="continue from OUT/resume")
+    p.add_argument("--tokenizer", default=None, help="reuse this tokenizer.json")
+    p.add_argument("--no-progress", action="store_true")
+    for name, typ in [("steps", int), ("stage2_steps", int), ("tokens_per_batch", int), ("lr", float),
+                      ("stage2_lr", float), ("warmup", int), ("control_dropout", float), ("rt_fraction", float),
+                      ("roughness_weight", float), ("contrast_weight", float), ("eval_every", int),
+                      ("max_reviews", int), ("seed", int), ("vocab_size", int), ("block_size", int),
+                      ("d_model", int), ("n_heads", int), ("field_hidden", int), ("control_embed_dim", int)]:
+        p.add_argument("--" + name.replace("_", "-"), dest=name, type=typ, default=None)
+    p.add_argument("--stage2-trains", dest="stage2_trains", choices=["field", "field+post"], default=None)
+
+
+@command("generate", "sample steered continuations of a prompt")
+def _generate(args):
+    from .checkpoint import load_checkpoint
+    from .generate import generate
+    model, tok, _ = load_checkpoint(args.checkpoint)
+    results = generate(model, tok, args.prompt, args.sentiment, args.style, n=args.n,
+                       max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                       top_p=args.top_p, seed=args.seed, solver=solver_from_args(args))
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results], indent=2))
+        return
+    if results and results[0].notice:
+        print(f"note: {results[0].notice}", file=sys.stderr)
+    for i, r in enumerate(results):
+        print(f"--- sample {i + 1} (sentiment {r.sentiment:+g}, style {r.style:+g}, NFE {r.nfe})")
+        print(r.text)
+
+
+def _generate_args(p):
+    p.add_argument("--prompt", default="", help="text to continue (empty: start from scratch)")
+    p.add_argument("--sentiment", type=float, default=0.0, help="-1 negative ... +1 positive (range -3..3)")
+    p.add_argument("--style", type=float, default=0.0, help="-1 critic blurb ... +1 user review (range -3..3)")
+    p.add_argument("--n", type=int, default=1, help="number of samples")
+    p.add_argument("--max-new-tokens", type=int, default=40)
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--top-k", type=int, default=40)
+    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+    add_solver_args(p)
+
+
+ARGUMENTS = {"train": _train_args, "generate": _generate_args}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m steering", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (fn, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text)
+        ARGUMENTS.get(name, lambda _: None)(p)
+        p.set_defaults(func=fn)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (CheckpointError, SolverStepLimitError, ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Checkpoints as plain files: weights in safetensors, config in JSON. Nothing is unpickled."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from .model import ModelConfig, build_model
+from .tokenizer import load_tokenizer
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+# STEERING_CHECKPOINT / STEERING_BASELINE point the app and the CLIs at another checkpoint.
+DEFAULT_CHECKPOINT = Path(os.environ.get("STEERING_CHECKPOINT", ASSETS / "hybrid"))
+DEFAULT_BASELINE = Path(os.environ.get("STEERING_BASELINE", ASSETS / "discrete"))
+WEIGHTS, CONFIG, TOKENIZER, LOG = "model.safetensors", "config.json", "tokenizer.json", "train_log.jsonl"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint folder is missing, incomplete or corrupt; the message names the file."""
+
+
+def save_checkpoint(model, out_dir: str | Path, tokenizer=None, meta: dict | None = None,
+                    dtype: torch.dtype = torch.float16) -> Path:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to("cpu", dtype if v.is_floating_point() else v.dtype).contiguous()
+             for k, v in model.state_dict().items()}
+    save_file(state, str(out / WEIGHTS))
+    (out / CONFIG).write_text(json.dumps({"model": model.config.to_dict(), "meta": meta or {}}, indent=2))
+    if tokenizer is not None:
+        tokenizer.save(str(out / TOKENIZER))
+    return out
+
+
+def read_config(ckpt_dir: str | Path) -> dict:
+    path = Path(ckpt_dir) / CONFIG
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint config not found: {path}. Train one with `python -m steering train`.")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"checkpoint config {path} is not valid JSON: {err}") from None
+
+
+def load_checkpoint(ckpt_dir: str | Path = DEFAULT_CHECKPOINT, device: str = "cpu"):
+    """(model in eval mode, float32; tokenizer; full config dict)."""
+    ckpt = Path(ckpt_dir)
+    if not ckpt.is_dir():
+        raise CheckpointError(f"checkpoint folder not found: {ckpt}. Train one with "
+                              f"`python -m steering train --arch hybrid --out {ckpt}`.")
+    config = read_config(ckpt)
+    try:
+        model = build_model(ModelConfig.from_dict(config["model"]))
+    except (KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"checkpoint config {ckpt / CONFIG} is invalid: {err}") from None
+    weights = ckpt / WEIGHTS
+    if not weights.is_file():
+        raise CheckpointError(f"checkpoint weights not found: {weights}")
+    try:
+        state = load_file(str(weights))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CheckpointError(f"checkpoint weights {weights} are corrupt: {err}") from None
+    try:
+        model.load_state_dict({k: v.float() for k, v in state.items()})
+    except RuntimeError as err:
+        raise CheckpointError(f"checkpoint weights {weights} do not match {ckpt / CONFIG}: {str(err)[:300]}") from None
+    try:
+        tok = load_tokenizer(ckpt / TOKENIZER)
+    except (FileNotFoundError, ValueError) as err:
+        raise CheckpointError(str(err)) from None
+    return model.to(device).eval(), tok, config
+
+
+def read_log(ckpt_dir: str | Path) -> list[dict]:
+    path = Path(ckpt_dir) / LOG
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,123 @@
+"""Sampling from either model, with a KV cache for the discrete blocks.
+
+The ODE block acts on each token on its own, so with the cache only the newest token's
+state is integrated. For fixed-step solvers cached and uncached sampling give the same
+tokens; an adaptive solver picks its steps from the error of everything it integrates
+at once, so there the two may differ in the last digits.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .ode import TRAINING_SOLVER, SolverConfig, validate_control
+from .tokenizer import bos_id, decode, encode
+
+
+@dataclass
+class Generation:
+    text: str                  # prompt + continuation
+    prompt: str
+    continuation: str
+    sentiment: float
+    style: float
+    nfe: int                   # field evaluations summed over all decoding steps
+    tokens: list[int] = field(default_factory=list)
+    notice: str = ""           # e.g. that a long prompt was cut to its tail
+
+    def to_dict(self) -> dict:
+        return {"text": self.text, "prompt": self.prompt, "continuation": self.continuation,
+                "sentiment": self.sentiment, "style": self.style, "nfe": self.nfe, "notice": self.notice}
+
+
+def prompt_ids(tok, prompt: str, block_size: int, max_new_tokens: int) -> tuple[list[int], str]:
+    """BOS + the prompt's tokens, cut to its tail so that prompt + new tokens fit the context."""
+    ids = [bos_id(tok)] + encode(tok, prompt)
+    room = block_size - max_new_tokens
+    if len(ids) > room:
+        kept = ids[len(ids) - room:]
+        return kept, f"The prompt is {len(ids) - 1} tokens; only its last {len(kept)} fit the context with " \
+                     f"{max_new_tokens} new tokens, so the start was dropped."
+    return ids, ""
+
+
+def filter_logits(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None) -> torch.Tensor:
+    logits = logits / max(temperature, 1e-6)
+    if top_k:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+        cumulative = sorted_logits.softmax(-1).cumsum(-1)
+        drop = cumulative - sorted_logits.softmax(-1) > top_p   # keep the token that crosses top_p
+        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+    return logits
+
+
+def check_sampling_args(max_new_tokens: int, temperature: float, top_k, top_p, block_size: int):
+    if not 1 <= max_new_tokens < block_size:
+        raise ValueError(f"max_new_tokens must be in [1, {block_size - 1}], got {max_new_tokens}")
+    if not (temperature >= 0 and temperature <= 10):
+        raise ValueError(f"temperature must be in [0, 10], got {temperature}")
+    if top_k is not None and top_k < 0:
+        raise ValueError(f"top_k must be >= 0, got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+
+
+@torch.no_grad()
+def sample_tokens(model, ids: list[int], u: torch.Tensor, max_new_tokens: int, *, n: int = 1,
+                  temperature: float = 0.8, top_k: int | None = 40, top_p: float | None = None, seed: int = 0,
+                  solver: SolverConfig = TRAINING_SOLVER, use_cache: bool = True) -> tuple[torch.Tensor, int]:
+    """n continuations of one prompt: (new token ids [n, max_new_tokens], total NFE)."""
+    device = next(model.parameters()).device
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    x = torch.tensor([ids] * n, dtype=torch.long, device=device)
+    u = u.to(device).expand(n, -1)
+    caches = model.new_caches() if use_cache else None
+    nfe, new = 0, []
+    step_input, start = x, 0
+    for _ in range(max_new_tokens):
+        if use_cache:
+            h0 = model.encode(step_input, caches, start)
+            mid = model.middle(h0, u, solver, caches=caches)
+            logits = model.decode(mid.final, caches)[:, -1]
+            start += step_input.shape[1]
+        else:
+            h0 = model.encode(x)
+            mid = model.middle(h0, u, solver)
+            logits = model.decode(mid.final)[:, -1]
+        nfe += mid.nfe
+        if temperature == 0:
+            nxt = logits.argmax(-1, keepdim=True)
+        else:
+            probs = filter_logits(logits.float(), temperature, top_k, top_p).softmax(-1)
+            nxt = torch.multinomial(probs.cpu(), 1, generator=gen).to(device)
+        new.append(nxt)
+        x = torch.cat([x, nxt], dim=1)
+        step_input = nxt
+    return torch.cat(new, dim=1), nfe
+
+
+def generate(model, tok, prompt: str, sentiment: float = 0.0, style: float = 0.0, *, n: int = 1,
+             max_new_tokens: int = 40, temperature: float = 0.8, top_k: int | None = 40, top_p: float | None = None,
+             seed: int = 0, solver: SolverConfig = TRAINING_SOLVER, use_cache: bool = True) -> list[Generation]:
+    """Steered continuations of a prompt (any text; an empty prompt starts from BOS)."""
+    if not isinstance(prompt, str):
+        raise ValueError("prompt must be text")
+    block_size = model.config.block_size
+    check_sampling_args(max_new_tokens, temperature, top_k, top_p, block_size)
+    u = validate_control([sentiment, style])
+    ids, notice = prompt_ids(tok, prompt, block_size, max_new_tokens)
+    new, nfe = sample_tokens(model, ids, u, max_new_tokens, n=n, temperature=temperature, top_k=top_k,
+                             top_p=top_p, seed=seed, solver=solver, use_cache=use_cache)
+    shown_prompt = decode(tok, ids)
+    results = []
+    for row in new.tolist():
+        continuation = decode(tok, row)
+        results.append(Generation(text=shown_prompt + continuation, prompt=prompt, continuation=continuation,
+                                  sentiment=float(sentiment), style=float(style), nfe=nfe, tokens=row,
+                                  notice=notice))
+    return results

@@ -1,0 +1,222 @@
+"""The hybrid continuous-depth transformer and its discrete baseline.
+
+Hybrid ("sandwich"):  embed -> 2 causal blocks -> ODE block (τ: 0 -> 1, steered by u)
+                      -> 2 causal blocks -> norm -> head (tied to the embedding)
+Discrete baseline:    the same, with 2 ordinary blocks where the ODE block sits.
+
+Both share one API, so the trainer, the sampler and the analysis code treat them alike:
+    encode(idx)          embeddings + blocks before the middle   -> H(0)
+    middle(h, u)         the ODE block (hybrid) or 2 blocks (discrete)
+    decode(h)            blocks after the middle + norm + head   -> logits
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .ode import TRAINING_SOLVER, BlockSolve, ControlledVectorField, SolverConfig, path_roughness, solve_block
+
+
+@dataclass
+class ModelConfig:
+    arch: str = "hybrid"          # "hybrid" or "discrete"
+    vocab_size: int = 4096
+    block_size: int = 128         # context length in tokens
+    d_model: int = 256
+    n_heads: int = 4
+    n_pre: int = 2                # discrete blocks before the middle
+    n_mid: int = 2                # discrete blocks the ODE block replaces
+    n_post: int = 2               # discrete blocks after the middle
+    mlp_ratio: int = 4
+    control_dim: int = 2          # (sentiment, style)
+    control_embed_dim: int = 32
+    field_hidden: int = 512
+    alpha_init: float = 0.1
+
+    def __post_init__(self):
+        if self.arch not in ("hybrid", "discrete"):
+            raise ValueError(f"arch must be 'hybrid' or 'discrete', got {self.arch!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError("d_model must be divisible by n_heads")
+
+    @property
+    def n_layers_equivalent(self) -> int:
+        return self.n_pre + self.n_mid + self.n_post
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ModelConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_heads = cfg.n_heads
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+
+    def forward(self, x, cache: dict | None = None):
+        batch, tokens, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        q, k, v = (t.view(batch, tokens, self.n_heads, d // self.n_heads).transpose(1, 2) for t in (q, k, v))
+        if cache is not None and "k" in cache:
+            k = torch.cat([cache["k"], k], dim=2)
+            v = torch.cat([cache["v"], v], dim=2)
+        if cache is not None:
+            cache["k"], cache["v"] = k, v
+        past = k.shape[2] - tokens
+        if past == 0:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif tokens == 1:
+            y = F.scaled_dot_product_attention(q, k, v)
+        else:  # several new tokens after a cached prefix: causal mask offset by the prefix
+            mask = torch.ones(tokens, k.shape[2], dtype=torch.bool, device=x.device).tril(diagonal=past)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.proj(y.transpose(1, 2).reshape(batch, tokens, d))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: x + attn(ln(x)), then x + mlp(ln(x))."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.fc = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model)
+        self.proj = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model)
+
+    def forward(self, x, cache: dict | None = None):
+        x = x + self.attn(self.ln1(x), cache)
+        return x + self.proj(F.gelu(self.fc(self.ln2(x))))
+
+
+class _SandwichTransformer(nn.Module):
+    """Embeddings, the blocks before and after the middle, final norm and tied head."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.config = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.wpe = nn.Embedding(cfg.block_size, cfg.d_model)
+        self.pre = nn.ModuleList(Block(cfg) for _ in range(cfg.n_pre))
+        self.post = nn.ModuleList(Block(cfg) for _ in range(cfg.n_post))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+
+    def _init_gpt_style(self):
+        """Normal(0, 0.02) weights; residual projections scaled by 1/sqrt(2·layers) (GPT-2)."""
+        residual_std = 0.02 / math.sqrt(2 * self.config.n_layers_equivalent)
+        for name, module in self.named_modules():
+            if name.startswith("field"):
+                continue
+            if isinstance(module, nn.Linear):
+                std = residual_std if name.endswith("proj") else 0.02
+                nn.init.normal_(module.weight, std=std)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, std=0.02)
+
+    def encode(self, idx: torch.Tensor, caches: list[dict] | None = None, start: int = 0) -> torch.Tensor:
+        tokens = idx.shape[1]
+        if start + tokens > self.config.block_size:
+            raise ValueError(f"sequence of {start + tokens} tokens exceeds the context of {self.config.block_size}")
+        pos = torch.arange(start, start + tokens, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for i, block in enumerate(self.pre):
+            x = block(x, None if caches is None else caches[i])
+        return x
+
+    def decode(self, h: torch.Tensor, caches: list[dict] | None = None) -> torch.Tensor:
+        offset = len(self.pre) + self._n_mid_cached
+        for i, block in enumerate(self.post):
+            h = block(h, None if caches is None else caches[offset + i])
+        return self.ln_f(h) @ self.wte.weight.T
+
+    def new_caches(self) -> list[dict]:
+        return [{} for _ in range(len(self.pre) + self._n_mid_cached + len(self.post))]
+
+    def num_parameters(self, include_embeddings: bool = True) -> int:
+        n = sum(p.numel() for p in self.parameters())
+        if not include_embeddings:
+            n -= self.wte.weight.numel() + self.wpe.weight.numel()
+        return n
+
+    def forward(self, idx, u=None, solver: SolverConfig | None = None):
+        """Logits [batch, tokens, vocab] and the path roughness of the middle block (0 if discrete)."""
+        h0 = self.encode(idx)
+        h1, roughness = self._middle_for_training(h0, u, solver)
+        return self.decode(h1), roughness
+
+
+class HybridODETransformer(_SandwichTransformer):
+    _n_mid_cached = 0  # the ODE block acts per token: it needs no attention cache
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.field = ControlledVectorField(cfg.d_model, cfg.control_dim, cfg.control_embed_dim,
+                                           cfg.field_hidden, cfg.alpha_init)
+        self._init_gpt_style()
+        self.field.reset_parameters()
+
+    def control_or_zero(self, u, batch: int, device) -> torch.Tensor:
+        if u is None:
+            return torch.zeros(batch, self.config.control_dim, device=device)
+        u = torch.as_tensor(u, dtype=torch.float32, device=device)
+        return u.unsqueeze(0).expand(batch, -1) if u.dim() == 1 else u
+
+    def middle(self, h0, u=None, solver: SolverConfig = TRAINING_SOLVER, tau=None,
+               record_outputs: bool = False, caches=None) -> BlockSolve:
+        u = self.control_or_zero(u, h0.shape[0], h0.device)
+        return solve_block(self.field, h0, u, solver, tau, record_outputs)
+
+    def _middle_for_training(self, h0, u, solver):
+        result = self.middle(h0, u, solver or TRAINING_SOLVER, record_outputs=self.training)
+        roughness = path_roughness(result.field_outputs, h0) if self.training else h0.new_zeros(())
+        return result.final, roughness
+
+    def ode_parameters(self):
+        return self.field.parameters()
+
+
+class DiscreteTransformer(_SandwichTransformer):
+    """Baseline: the same model with n_mid ordinary blocks in the middle; ignores u."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.mid = nn.ModuleList(Block(cfg) for _ in range(cfg.n_mid))
+        self._init_gpt_style()
+
+    @property
+    def _n_mid_cached(self):
+        return len(self.mid)
+
+    def middle(self, h0, u=None, solver=None, tau=None, record_outputs=False, caches=None) -> BlockSolve:
+        states = [h0]
+        for i, block in enumerate(self.mid):
+            cache = None if caches is None else caches[len(self.pre) + i]
+            states.append(block(states[-1], cache))
+        grid = torch.linspace(0, 1, len(states), device=h0.device)
+        return BlockSolve(states=torch.stack(states), tau=grid, nfe=len(self.mid), eval_taus=grid[:-1].tolist())
+
+    def _middle_for_training(self, h0, u, solver):
+        return self.middle(h0).final, h0.new_zeros(())
+
+    def ode_parameters(self):
+        return self.mid.parameters()
+
+
+def build_model(cfg: ModelConfig) -> _SandwichTransformer:
+    return HybridODETransformer(cfg) if cfg.arch == "hybrid" else DiscreteTransformer(cfg)
+
+
+def language_model_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = -1) -> torch.Tensor:
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=pad_id)

@@ -1,0 +1,215 @@
+"""The continuous-depth block: a controlled vector field and the solver calls around it.
+
+dH/dτ = α · F_θ(norm(H), e(u), τ),  τ ∈ [0, 1]
+
+The control u reaches the network only here, at every depth. This module does not
+know about the transformer around it: it takes a state tensor H of shape
+[batch, tokens, d_model] and a control of shape [batch, control_dim].
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torchdiffeq import odeint, odeint_adjoint
+
+FIXED_SOLVERS = ("euler", "midpoint", "rk4")
+ADAPTIVE_SOLVERS = ("dopri5", "bosh3", "adaptive_heun")
+SOLVERS = FIXED_SOLVERS + ADAPTIVE_SOLVERS
+
+CONTROL_AXES = ("sentiment", "style")
+CONTROL_LIMIT = 3.0
+
+
+class SolverStepLimitError(RuntimeError):
+    """An adaptive solve needed more steps than its cap."""
+
+
+@dataclass(frozen=True)
+class SolverConfig:
+    """How to integrate the block. Fixed solvers use `steps`; adaptive ones rtol/atol."""
+
+    method: str = "euler"
+    steps: int = 4
+    rtol: float = 1e-3
+    atol: float = 1e-4
+    adjoint: bool = False
+    max_steps: int = 2000
+
+    def __post_init__(self):
+        if self.method not in SOLVERS:
+            raise ValueError(f"unknown solver {self.method!r}; choose one of {', '.join(SOLVERS)}")
+        if self.is_fixed:
+            if not isinstance(self.steps, int) or not 1 <= self.steps <= 4096:
+                raise ValueError(f"steps must be an integer in [1, 4096], got {self.steps!r}")
+        else:
+            for name in ("rtol", "atol"):
+                value = getattr(self, name)
+                if not (isinstance(value, (int, float)) and math.isfinite(value) and 1e-12 <= value <= 1.0):
+                    raise ValueError(f"{name} must be a number in [1e-12, 1], got {value!r}")
+        if not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise ValueError(f"max_steps must be a positive integer, got {self.max_steps!r}")
+
+    @property
+    def is_fixed(self) -> bool:
+        return self.method in FIXED_SOLVERS
+
+    def label(self) -> str:
+        if self.is_fixed:
+            return f"{self.method} ({self.steps} steps)"
+        return f"{self.method} (rtol {self.rtol:g}, atol {self.atol:g})"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+TRAINING_SOLVER = SolverConfig("euler", steps=4)
+
+
+def validate_control(u, control_dim: int = len(CONTROL_AXES)) -> torch.Tensor:
+    """Return u as a float tensor [batch, control_dim]; refuse non-finite or out-of-range values."""
+    u = torch.as_tensor(u, dtype=torch.float32)
+    if u.dim() == 1:
+        u = u.unsqueeze(0)
+    if u.dim() != 2 or u.shape[-1] != control_dim:
+        raise ValueError(f"control must have {control_dim} values ({', '.join(CONTROL_AXES)}), got shape {tuple(u.shape)}")
+    if not torch.isfinite(u).all():
+        raise ValueError("control values must be finite numbers")
+    if u.abs().max() > CONTROL_LIMIT:
+        raise ValueError(f"control values must lie in [-{CONTROL_LIMIT:g}, {CONTROL_LIMIT:g}], got {u.tolist()}")
+    return u
+
+
+def validate_tau_grid(tau: Sequence[float] | torch.Tensor) -> torch.Tensor:
+    tau = torch.as_tensor(tau, dtype=torch.float32).flatten()
+    if tau.numel() < 2:
+        raise ValueError("a τ grid needs at least two points")
+    if not torch.isfinite(tau).all() or tau.min() < 0 or tau.max() > 1:
+        raise ValueError("τ grid values must lie in [0, 1]")
+    if not (tau[1:] > tau[:-1]).all():
+        raise ValueError("τ grid must be strictly increasing")
+    return tau
+
+
+class ControlledVectorField(nn.Module):
+    """α · F_θ(norm(H), e(u), τ): an MLP with a softplus, applied to each token on its own.
+
+    e(u) is a learned linear embedding of the low-dimensional control, so that a
+    two-number control can still move many hidden units. The output layer starts
+    near zero, so the block starts as the identity map.
+    """
+
+    def __init__(self, d_model: int, control_dim: int, control_embed_dim: int, hidden: int, alpha_init: float):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.control_embed = nn.Linear(control_dim, control_embed_dim, bias=False)
+        self.fc_in = nn.Linear(d_model + control_embed_dim + 1, hidden)
+        self.fc_out = nn.Linear(hidden, d_model)
+        self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
+        self.control: torch.Tensor | None = None
+        self.nfe = 0
+        self.eval_taus: list[float] = []
+        self.recorded_outputs: list[torch.Tensor] | None = None
+
+    def reset_parameters(self):
+        nn.init.normal_(self.control_embed.weight, std=1.0)
+        nn.init.normal_(self.fc_in.weight, std=1.0 / math.sqrt(self.fc_in.in_features))
+        nn.init.zeros_(self.fc_in.bias)
+        nn.init.normal_(self.fc_out.weight, std=1e-3)
+        nn.init.zeros_(self.fc_out.bias)
+
+    def forward(self, tau: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        self.nfe += 1
+        self.eval_taus.append(float(tau))
+        u = self.control
+        if u is None:
+            raise RuntimeError("set the control before calling the field (use solve_block)")
+        batch, tokens, _ = h.shape
+        u_feat = self.control_embed(u.to(h.dtype)).unsqueeze(1).expand(batch, tokens, -1)
+        tau_feat = torch.as_tensor(tau, dtype=h.dtype, device=h.device).expand(batch, tokens, 1)
+        x = torch.cat([self.norm(h), u_feat, tau_feat], dim=-1)
+        out = self.alpha * self.fc_out(F.softplus(self.fc_in(x)))
+        if self.recorded_outputs is not None:
+            self.recorded_outputs.append(out)
+        return out
+
+
+@dataclass
+class BlockSolve:
+    states: torch.Tensor       # [len(tau), batch, tokens, d_model]
+    tau: torch.Tensor          # the grid the states are given on
+    nfe: int                   # vector-field evaluations in this solve (forward only)
+    eval_taus: list[float]     # τ at which the field was evaluated, in call order
+    field_outputs: list[torch.Tensor] | None = None  # α·F at each evaluation, when recorded
+
+    @property
+    def final(self) -> torch.Tensor:
+        return self.states[-1]
+
+
+def solve_block(
+    field: ControlledVectorField,
+    h0: torch.Tensor,
+    u: torch.Tensor,
+    solver: SolverConfig = TRAINING_SOLVER,
+    tau: Sequence[float] | torch.Tensor | None = None,
+    record_outputs: bool = False,
+) -> BlockSolve:
+    """Integrate the field from τ=0 with state h0 under control u; states on the τ grid."""
+    tau = validate_tau_grid([0.0, 1.0] if tau is None else tau).to(h0.device)
+    if float(tau[0]) != 0.0:
+        # the block always starts at τ = 0; a grid that starts later is read off a full solve
+        tau_full = torch.cat([tau.new_zeros(1), tau])
+    else:
+        tau_full = tau
+    if u.dim() == 1:
+        u = u.unsqueeze(0)
+    if u.shape[0] == 1 and h0.shape[0] > 1:
+        u = u.expand(h0.shape[0], -1)
+    field.control = u
+    field.nfe = 0
+    field.eval_taus = []
+    field.recorded_outputs = [] if record_outputs else None
+    options = {"step_size": 1.0 / solver.steps} if solver.is_fixed else {"max_num_steps": solver.max_steps}
+    kwargs = dict(method=solver.method, options=options)
+    if not solver.is_fixed:
+        kwargs.update(rtol=solver.rtol, atol=solver.atol)
+    try:
+        if solver.adjoint:
+            params = tuple(p for p in field.parameters() if p.requires_grad)
+            if u.requires_grad:
+                params = params + (u,)
+            states = odeint_adjoint(field, h0, tau_full, adjoint_params=params, **kwargs)
+        else:
+            states = odeint(field, h0, tau_full, **kwargs)
+    except AssertionError as err:
+        if "max_num_steps" in str(err):
+            raise SolverStepLimitError(
+                f"{solver.method} needed more than max_steps={solver.max_steps} steps at rtol={solver.rtol:g}, "
+                f"atol={solver.atol:g}; loosen the tolerance or raise the step cap"
+            ) from None
+        raise
+    finally:
+        field.control = None
+    if tau_full is not tau:
+        states = states[1:]
+    outputs = field.recorded_outputs
+    field.recorded_outputs = None
+    return BlockSolve(states=states, tau=tau, nfe=field.nfe, eval_taus=list(field.eval_taus), field_outputs=outputs)
+
+
+def path_roughness(field_outputs: list[torch.Tensor], h0: torch.Tensor) -> torch.Tensor:
+    """Mean squared change of α·F between consecutive evaluations, relative to |H(0)|².
+
+    Forward Euler is exact when the field is constant along the path; this term is
+    what its global error grows with, so penalising it keeps a few Euler steps
+    faithful to the continuous solution at no extra field evaluations.
+    """
+    if len(field_outputs) < 2:
+        return h0.new_zeros(())
+    diffs = torch.stack([(b - a).pow(2).sum(-1) for a, b in zip(field_outputs[:-1], field_outputs[1:])])
+    return diffs.mean() / h0.detach().pow(2).sum(-1).mean().clamp_min(1e-8)

@@ -1,0 +1,367 @@
+"""Two-stage training for the hybrid and the discrete baseline.
+
+Stage 1: language modelling on review windows with their control u (control dropout
+  makes u = 0 the unconditioned model). The discrete baseline sees the same batches and
+  ignores u.
+Stage 2 (hybrid only, as in the paper): embeddings and head frozen, and with them every
+  discrete block; only the ODE block trains. Its loss adds a contrastive term to the LM
+  loss: each review must be likelier under its own sentiment than under the flipped one
+  (Bayes rule over the class-conditional LM, as GeDi). LM loss alone hardly moves u,
+  because the context already predicts most tokens; the contrast says what u must do.
+
+Runs unchanged under `torchrun --nproc_per_node=N` (DDP: gloo on CPU, nccl on GPU).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from . import data
+from .checkpoint import LOG, TOKENIZER, save_checkpoint
+from .model import ModelConfig, build_model, language_model_loss
+from .tokenizer import bos_id, load_tokenizer, train_tokenizer
+
+EXPLODE_FACTOR = 10.0
+VANISH_THRESHOLD = 1e-7
+
+
+@dataclass
+class TrainConfig:
+    arch: str = "hybrid"
+    out: str = "runs/hybrid"
+    steps: int = 900                  # stage 1 optimiser steps
+    stage2_steps: int = 300           # hybrid only
+    tokens_per_batch: int = 4096
+    lr: float = 2e-3
+    stage2_lr: float = 1e-3
+    warmup: int = 100
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    control_dropout: float = 0.15
+    rt_fraction: float = 0.4
+    start_prob: float = 0.5
+    roughness_weight: float = 2000.0    # penalty on α·F changing along the Euler path
+    contrast_weight: float = 1.0      # stage 2 contrastive weight
+    stage2_trains: str = "field+post" # "field" (paper) or "field+post" (also the blocks after the ODE)
+    eval_every: int = 100
+    eval_reviews: int = 200
+    max_reviews: int = 0              # 0: all training reviews; else a fixed subset (tiny runs)
+    tokenizer: str = ""               # reuse this tokenizer.json (so both archs share one)
+    seed: int = 1234
+    device: str = "auto"
+    resume: bool = False
+    # model size
+    vocab_size: int = 4096
+    block_size: int = 128
+    d_model: int = 256
+    n_heads: int = 4
+    field_hidden: int = 512
+    control_embed_dim: int = 32
+
+
+PRESETS = {
+    "tiny": dict(vocab_size=512, block_size=64, d_model=64, n_heads=2, field_hidden=128, control_embed_dim=8,
+                 steps=150, stage2_steps=40, tokens_per_batch=1024, warmup=20, eval_every=50, eval_reviews=64,
+                 max_reviews=3000, lr=3e-3, stage2_lr=3e-3),
+    "demo": dict(),
+}
+
+
+def make_config(preset: str = "demo", **overrides) -> TrainConfig:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    cfg = replace(TrainConfig(), **PRESETS[preset])
+    return replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def model_config(cfg: TrainConfig) -> ModelConfig:
+    return ModelConfig(arch=cfg.arch, vocab_size=cfg.vocab_size, block_size=cfg.block_size, d_model=cfg.d_model,
+                       n_heads=cfg.n_heads, field_hidden=cfg.field_hidden, control_embed_dim=cfg.control_embed_dim)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+# ---------------------------------------------------------------- distributed helpers
+
+def _dist_setup(device: torch.device) -> tuple[int, int]:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return (dist.get_rank(), world) if world > 1 else (0, 1)
+
+
+def _barrier(world: int):
+    if world > 1:
+        dist.barrier()
+
+
+# ---------------------------------------------------------------- data
+
+def _training_reviews(cfg: TrainConfig):
+    reviews = data.train_reviews()
+    if cfg.max_reviews:
+        g = torch.Generator().manual_seed(0)
+        pick = torch.randperm(len(reviews), generator=g)[: cfg.max_reviews].tolist()
+        reviews = tuple(reviews[i] for i in sorted(pick))
+    return reviews
+
+
+def prepare_tokenizer(cfg: TrainConfig, reviews, rank: int, world: int):
+    """Reuse --tokenizer, else the one in the output folder, else train one (rank 0) and share it."""
+    path = Path(cfg.tokenizer) if cfg.tokenizer else Path(cfg.out) / TOKENIZER
+    if not path.is_file():
+        if rank == 0:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            train_tokenizer((r.text for r in reviews), cfg.vocab_size).save(str(path))
+        _barrier(world)
+    return load_tokenizer(path)
+
+
+def heldout_batch(tok, block_size: int, n_reviews: int):
+    """The first block_size+1 tokens of the first n held-out reviews of each (label, source)."""
+    heldout = data.heldout_reviews()
+    groups: dict = {}
+    for r in heldout:
+        groups.setdefault((r.label, r.source), []).append(r)
+    per_group = max(1, n_reviews // len(groups))
+    picked = [r for key in sorted(groups) for r in groups[key][:per_group]]
+    enc = data.encode_reviews(tok, picked, bos_id(tok), max_tokens=block_size + 1)
+    width = max(len(t) for t in enc.tokens) - 1
+    inputs = torch.zeros(len(picked), width, dtype=torch.long)
+    targets = torch.full((len(picked), width), -1, dtype=torch.long)
+    for i, t in enumerate(enc.tokens):
+        inputs[i, : len(t) - 1] = t[:-1]
+        targets[i, : len(t) - 1] = t[1:]
+    return inputs, targets, enc.controls
+
+
+@torch.no_grad()
+def evaluate_loss(model, inputs, targets, controls=None, batch: int = 32) -> float:
+    """Mean token cross-entropy on fixed held-out windows (u = 0 unless controls given)."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for i in range(0, len(inputs), batch):
+        x, y = inputs[i:i + batch], targets[i:i + batch]
+        u = None if controls is None else controls[i:i + batch]
+        logits, _ = model(x, u)
+        n = int((y >= 0).sum())
+        total += float(language_model_loss(logits, y)) * n
+        count += n
+    model.train(was_training)
+    return total / max(count, 1)
+
+
+# ---------------------------------------------------------------- losses
+
+def stage1_loss(model, x, y, u, cfg: TrainConfig):
+    logits, roughness = model(x, u)
+    lm = language_model_loss(logits, y)
+    return lm + cfg.roughness_weight * roughness, {"lm_loss": lm.item(), "roughness": roughness.item()}
+
+
+def stage2_loss(model, x, y, u, cfg: TrainConfig):
+    """LM at the true u, plus: each row likelier under its sentiment than under the flipped one."""
+    flipped = u.clone()
+    flipped[:, 0] = -flipped[:, 0]
+    logits, roughness = model(torch.cat([x, x]), torch.cat([u, flipped]))
+    own, other = logits.chunk(2)
+    lm = language_model_loss(own, y)
+    mask = (y >= 0).float()
+    safe_y = y.clamp_min(0)
+    ll_own = -(F.cross_entropy(own.transpose(1, 2), safe_y, reduction="none") * mask).sum(1)
+    ll_other = -(F.cross_entropy(other.transpose(1, 2), safe_y, reduction="none") * mask).sum(1)
+    has_sentiment = u[:, 0] != 0
+    if has_sentiment.any():
+        contrast = F.softplus(-(ll_own - ll_other)[has_sentiment]).mean()
+    else:
+        contrast = lm.new_zeros(())
+    loss = lm + cfg.contrast_weight * contrast + cfg.roughness_weight * roughness
+    return loss, {"lm_loss": float(lm), "contrast_loss": float(contrast), "roughness": float(roughness)}
+
+
+# ---------------------------------------------------------------- resumable state (no pickle)
+
+def _save_state(path: Path, model, opt, step: int, stage: int, sampler_gen: torch.Generator, history):
+    tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    opt_state = opt.state_dict()
+    for pid, st in opt_state["state"].items():
+        for k, v in st.items():
+            tensors[f"opt.{pid}.{k}"] = torch.as_tensor(v).cpu().contiguous()
+    tensors["rng.sampler"] = sampler_gen.get_state()
+    tensors["rng.torch"] = torch.get_rng_state()
+    path.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(path / "state.safetensors"))
+    (path / "state.json").write_text(json.dumps({
+        "step": step, "stage": stage, "param_groups": opt_state["param_groups"], "grad_history": list(history)}))
+
+
+def _load_state(path: Path, model, opt, sampler_gen: torch.Generator):
+    meta = json.loads((path / "state.json").read_text())
+    tensors = load_file(str(path / "state.safetensors"))
+    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    state: dict = {}
+    for k, v in tensors.items():
+        if k.startswith("opt."):
+            _, pid, name = k.split(".", 2)
+            state.setdefault(int(pid), {})[name] = v
+    opt.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+    sampler_gen.set_state(tensors["rng.sampler"])
+    torch.set_rng_state(tensors["rng.torch"])
+    return meta
+
+
+# ---------------------------------------------------------------- the loop
+
+def _grad_norm(params) -> float:
+    norms = [p.grad.detach().norm() for p in params if p.grad is not None]
+    return float(torch.stack(norms).norm()) if norms else 0.0
+
+
+def _make_optimizer(params, lr: float, weight_decay: float):
+    params = [p for p in params if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
+
+
+def _lr_at(step: int, total: int, base: float, warmup: int) -> float:
+    if step < warmup:
+        return base * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return base * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+
+
+def _freeze_for_stage2(model, trains: str):
+    """Embeddings, head and the blocks before the ODE stay fixed; the field (and maybe `post`) train."""
+    prefixes = {"field": ("field.",), "field+post": ("field.", "post.")}[trains]
+    for name, p in model.named_parameters():
+        p.requires_grad = name.startswith(prefixes)
+
+
+def train(cfg: TrainConfig, progress: bool = True) -> Path:
+    """Train per cfg; write weights, config, tokenizer and a JSONL log into cfg.out."""
+    device = resolve_device(cfg.device)
+    rank, world = _dist_setup(device)
+    if device.type == "cuda" and world > 1:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+        torch.cuda.set_device(device)
+    torch.manual_seed(cfg.seed)
+    out = Path(cfg.out)
+    reviews = _training_reviews(cfg)
+    tok = prepare_tokenizer(cfg, reviews, rank, world)
+    cfg = replace(cfg, vocab_size=tok.get_vocab_size())
+    split = data.encode_reviews(tok, reviews, bos_id(tok))
+    val_x, val_y, val_u = heldout_batch(tok, cfg.block_size, cfg.eval_reviews)
+
+    model = build_model(model_config(cfg)).to(device)
+    first_val = evaluate_loss(model, val_x.to(device), val_y.to(device))
+    sampler_gen = torch.Generator().manual_seed(cfg.seed + 1000 * rank)
+    sampler = data.BatchSampler(split, cfg.block_size, cfg.tokens_per_batch, sampler_gen,
+                                rt_fraction=cfg.rt_fraction, start_prob=cfg.start_prob,
+                                control_dropout=cfg.control_dropout)
+    stages = [(1, cfg.steps, cfg.lr)]
+    if cfg.arch == "hybrid" and cfg.stage2_steps > 0:
+        stages.append((2, cfg.stage2_steps, cfg.stage2_lr))
+
+    state_dir = out / "resume"
+    start_stage, start_step, history = 1, 0, deque(maxlen=200)
+    if cfg.resume and (state_dir / "state.json").is_file():
+        start_stage = json.loads((state_dir / "state.json").read_text())["stage"]
+    log_path = out / LOG
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        if not (cfg.resume and log_path.is_file()):
+            log_path.write_text("")
+
+    for stage, n_steps, lr in stages:
+        if stage < start_stage:
+            continue
+        if stage == 2:
+            _freeze_for_stage2(model, cfg.stage2_trains)
+        opt = _make_optimizer(model.parameters(), lr, cfg.weight_decay if stage == 1 else 0.0)
+        if cfg.resume and stage == start_stage and (state_dir / "state.json").is_file():
+            meta = _load_state(state_dir, model, opt, sampler_gen)
+            start_step, history = meta["step"], deque(meta["grad_history"], maxlen=200)
+        else:
+            start_step = 0
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        ode_params = list(model.ode_parameters())
+        wrapped = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
+        loss_fn = stage1_loss if stage == 1 else stage2_loss
+        bar = tqdm(range(start_step, n_steps), desc=f"{cfg.arch} stage {stage}", disable=not progress or rank != 0,
+                   initial=start_step, total=n_steps)
+        model.train()
+        for step in bar:
+            t0 = time.perf_counter()
+            for group in opt.param_groups:
+                group["lr"] = _lr_at(step, n_steps, lr, cfg.warmup if stage == 1 else cfg.warmup // 4)
+            x, y, u, n_tokens = sampler.sample()
+            x, y, u = x.to(device), y.to(device), u.to(device)
+            loss, parts = loss_fn(wrapped, x, y, u, cfg)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = _grad_norm(trainable)
+            ode_grad_norm = _grad_norm(ode_params)
+            exploding = len(history) >= 20 and grad_norm > EXPLODE_FACTOR * statistics.median(history)
+            vanishing = ode_grad_norm < VANISH_THRESHOLD
+            history.append(grad_norm)
+            torch.nn.utils.clip_grad_norm_(trainable, cfg.grad_clip)
+            opt.step()
+            tokens_per_s = n_tokens * world / (time.perf_counter() - t0)
+            if rank != 0:
+                continue
+            record = {"stage": stage, "step": step, "loss": float(loss), **parts, "grad_norm": grad_norm,
+                      "ode_grad_norm": ode_grad_norm, "alpha": _alpha(model), "tokens_per_s": tokens_per_s,
+                      "tokens": n_tokens * world, "lr": opt.param_groups[0]["lr"],
+                      "exploding": bool(exploding), "vanishing": bool(vanishing)}
+            last = step == n_steps - 1
+            if (step + 1) % cfg.eval_every == 0 or last:
+                record["val_loss"] = evaluate_loss(model, val_x.to(device), val_y.to(device))
+                if cfg.arch == "hybrid":
+                    record["val_loss_conditioned"] = evaluate_loss(model, val_x.to(device), val_y.to(device),
+                                                                   val_u.to(device))
+                _save_state(state_dir, model, opt, step + 1, stage, sampler_gen, history)
+            with log_path.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+            bar.set_postfix(loss=f"{float(loss):.3f}", tok_s=f"{tokens_per_s:,.0f}")
+        start_step = 0
+
+    if rank == 0:
+        meta = {"train": asdict(cfg), "initial_val_loss": first_val, "world_size": world,
+                "parameters": model.num_parameters()}
+        save_checkpoint(model, out, tok, meta)
+        for name in ("state.safetensors", "state.json"):
+            (state_dir / name).unlink(missing_ok=True)
+        if state_dir.is_dir():
+            state_dir.rmdir()
+    _barrier(world)
+    if world > 1:
+        dist.destroy_process_group()
+    return out
+
+
+def _alpha(model) -> float | None:
+    field = getattr(model, "field", None)
+    return float(field.alpha) if field is not None else None
+
+
+def train_config_fields() -> list[str]:
+    return [f.name for f in fields(TrainConfig)]

@@ -1,0 +1,49 @@
+"""Shared fixtures: small random models and a small tokenizer, so tests never need the shipped weights."""
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest
+import torch
+
+from steering import data
+from steering.model import HybridODETransformer, DiscreteTransformer, ModelConfig
+from steering.tokenizer import train_tokenizer
+
+SMALL = dict(vocab_size=300, block_size=48, d_model=32, n_heads=2, field_hidden=64, control_embed_dim=8)
+
+
+@pytest.fixture(scope="session")
+def small_tokenizer():
+    texts = [r.text for r in data.train_reviews()[::100]]
+    return train_tokenizer(texts, vocab_size=300)
+
+
+def _trained_looking(model: torch.nn.Module, seed: int):
+    """A random model whose vector field is not near zero, so solvers have something to integrate."""
+    torch.manual_seed(seed)
+    if hasattr(model, "field"):
+        torch.nn.init.normal_(model.field.fc_out.weight, std=0.05)
+        with torch.no_grad():
+            model.field.alpha.fill_(0.5)
+    return model.eval()
+
+
+@pytest.fixture
+def small_hybrid(small_tokenizer):
+    torch.manual_seed(0)
+    cfg = ModelConfig(arch="hybrid", **{**SMALL, "vocab_size": small_tokenizer.get_vocab_size()})
+    return _trained_looking(HybridODETransformer(cfg), 0)
+
+
+@pytest.fixture
+def small_discrete(small_tokenizer):
+    torch.manual_seed(0)
+    cfg = ModelConfig(arch="discrete", **{**SMALL, "vocab_size": small_tokenizer.get_vocab_size()})
+    return DiscreteTransformer(cfg).eval()
+
+
+@pytest.fixture
+def small_checkpoint(tmp_path, small_hybrid, small_tokenizer):
+    from steering.checkpoint import save_checkpoint
+    return save_checkpoint(small_hybrid, tmp_path / "ckpt", small_tokenizer, dtype=torch.float32)
