@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set up (first run only) and run the whole test suite: bash scripts/test.sh [pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh requirements-dev.txt
+if ! command -v chromium >/dev/null 2>&1; then
+  # the browser test drives Debian's chromium (Playwright cannot download its own here)
+  (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) \
+    || echo "warning: could not install chromium; the browser test will fail" >&2
+fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+exec .venv/bin/python -m pytest -q "$@"

@@ -1,0 +1,1 @@
+"""Computations behind each view of the lab: tensors in, dataclasses and numpy out."""

@@ -1,0 +1,1 @@
+"""Pure plotly figure builders: plain data in, go.Figure out. Nothing here imports the model."""
