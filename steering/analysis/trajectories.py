@@ -1,0 +1,123 @@
+"""H(τ) along the continuous block for one prompt at one control, and where the solver looked.
+
+NFE and the evaluation times are the field's own records (ControlledVectorField counts
+every call; solve_block resets the count). Accepted and rejected steps of an adaptive
+solver are read off those evaluation times (see infer_adaptive_steps); fixed solvers
+reject nothing and accept the steps 0, 1/N, ..., (N-1)/N.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..ode import SolverConfig
+from .inputs import control_vector, prompt_tensor, solver_config, tau_grid, tau_values
+
+
+@dataclass
+class Trajectory:
+    tau: np.ndarray                 # [T]
+    states: np.ndarray              # [T, tokens, d]
+    token_strings: list[str]
+    nfe: int                        # field evaluations of this solve (the field's own count)
+    eval_taus: list[float]          # τ of each field evaluation, in call order
+    accepted_taus: list[float]      # start τ of each accepted step
+    rejected_taus: list[float]      # start τ of each rejected step
+    u: np.ndarray                   # [2] (sentiment, style)
+    solver_label: str
+    accepted_sizes: list[float] = field(default_factory=list)   # size of each accepted step
+    rejected_sizes: list[float] = field(default_factory=list)   # size each rejected step tried
+
+    @property
+    def final(self) -> np.ndarray:
+        return self.states[-1]
+
+
+def pooled(traj: Trajectory) -> np.ndarray:
+    """The path of the mean token state, [T, d]."""
+    return traj.states.mean(axis=1)
+
+
+@dataclass
+class StepLog:
+    accepted: list[tuple[float, float]] = field(default_factory=list)   # (start τ, size)
+    rejected: list[tuple[float, float]] = field(default_factory=list)
+
+
+# Field evaluations per attempted step of torchdiffeq's adaptive Runge-Kutta solvers: the
+# stages after the first, which is reused from the previous step's end (FSAL). The last of
+# them is always at the step's end, τ0 + dt.
+EVALS_PER_ATTEMPT = {"dopri5": 6, "bosh3": 3, "adaptive_heun": 1}
+# Before the first step: f(0, H0), and one trial evaluation to choose the first step size.
+EVALS_BEFORE_FIRST_STEP = 2
+
+
+def infer_adaptive_steps(eval_taus: list[float], method: str) -> StepLog:
+    """Accepted and rejected steps of an adaptive solve, read off its evaluation times.
+
+    Each attempted step from τ0 with size dt evaluates the field EVALS_PER_ATTEMPT times, the
+    last at τ0 + dt. An accepted step moves τ0 to its end, so the next attempt ends later; a
+    rejected one retries from the same τ0 with a smaller dt, so the next attempt ends earlier.
+    The last attempt is always accepted (the solve stops once a step reaches τ = 1).
+    Checked against torchdiffeq's own accept/reject callbacks in the tests.
+    """
+    if method not in EVALS_PER_ATTEMPT:
+        raise ValueError(f"{method!r} is not an adaptive solver")
+    per = EVALS_PER_ATTEMPT[method]
+    attempts = eval_taus[EVALS_BEFORE_FIRST_STEP:]
+    if len(attempts) % per:
+        raise RuntimeError(f"{len(eval_taus)} evaluations do not fit {method}'s {per} per step")
+    ends = [attempts[i + per - 1] for i in range(0, len(attempts), per)]
+    log, start = StepLog(), float(eval_taus[0]) if eval_taus else 0.0
+    for k, end in enumerate(ends):
+        if k == len(ends) - 1 or ends[k + 1] > end:
+            log.accepted.append((start, end - start))
+            start = end
+        else:
+            log.rejected.append((start, end - start))
+    return log
+
+
+def fixed_steps(solver: SolverConfig) -> list[tuple[float, float]]:
+    size = 1.0 / solver.steps
+    return [(i * size, size) for i in range(solver.steps)]
+
+
+def step_log(model, result, solver: SolverConfig) -> StepLog:
+    if not hasattr(model, "field"):
+        return StepLog()
+    if solver.is_fixed:
+        return StepLog(accepted=fixed_steps(solver))
+    return infer_adaptive_steps(result.eval_taus, solver.method)
+
+
+@torch.no_grad()
+def compute_trajectory(model, tok, prompt: str, u, solver=SolverConfig("rk4", steps=8), n_tau: int = 33,
+                       tau=None, axis: str = "sentiment") -> Trajectory:
+    """H(τ) of every prompt token on n_tau evenly spaced points (or the given τ grid).
+
+    u is a pair (sentiment, style) or one number on `axis`. A discrete model has no
+    continuous block; its "trajectory" is the state after each middle block.
+    """
+    solver = solver_config(solver)
+    idx, strings = prompt_tensor(model, tok, prompt)
+    control = control_vector(u, axis).to(idx.device)
+    grid = tau_grid(n_tau) if tau is None else tau_values(tau)
+    h0 = model.encode(idx)
+    result = model.middle(h0, control, solver, tau=grid)
+    log = step_log(model, result, solver)
+    return Trajectory(
+        tau=result.tau.detach().cpu().numpy().astype(float),
+        states=result.states[:, 0].detach().cpu().numpy(),
+        token_strings=strings,
+        nfe=int(result.nfe),
+        eval_taus=list(result.eval_taus),
+        accepted_taus=[t for t, _ in log.accepted],
+        rejected_taus=[t for t, _ in log.rejected],
+        u=control[0].cpu().numpy().astype(float),
+        solver_label=solver.label() if hasattr(model, "field") else f"{len(result.eval_taus)} discrete blocks",
+        accepted_sizes=[s for _, s in log.accepted],
+        rejected_sizes=[s for _, s in log.rejected],
+    )
