@@ -122,12 +122,13 @@ class ControlledVectorField(nn.Module):
         nn.init.normal_(self.fc_out.weight, std=1e-3)
         nn.init.zeros_(self.fc_out.bias)
 
-    def forward(self, tau: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    def forward(self, tau: torch.Tensor, h: torch.Tensor, u: torch.Tensor | None = None) -> torch.Tensor:
+        """α·F at depth τ for states h [batch, tokens, d] under control u [batch, c] (default: self.control)."""
         self.nfe += 1
-        self.eval_taus.append(float(tau))
-        u = self.control
+        self.eval_taus.append(float(tau.detach()) if torch.is_tensor(tau) else float(tau))
+        u = self.control if u is None else u
         if u is None:
-            raise RuntimeError("set the control before calling the field (use solve_block)")
+            raise RuntimeError("no control given: pass u or use solve_block")
         batch, tokens, _ = h.shape
         u_feat = self.control_embed(u.to(h.dtype)).unsqueeze(1).expand(batch, tokens, -1)
         tau_feat = torch.as_tensor(tau, dtype=h.dtype, device=h.device).expand(batch, tokens, 1)
@@ -136,6 +137,18 @@ class ControlledVectorField(nn.Module):
         if self.recorded_outputs is not None:
             self.recorded_outputs.append(out)
         return out
+
+
+class _FieldUnderControl(nn.Module):
+    """The field with u bound, as torchdiffeq wants f(τ, H); u stays bound for the adjoint pass."""
+
+    def __init__(self, field: ControlledVectorField, u: torch.Tensor):
+        super().__init__()
+        self.field = field
+        self.u = u
+
+    def forward(self, tau, h):
+        return self.field(tau, h, self.u)
 
 
 @dataclass
@@ -170,7 +183,6 @@ def solve_block(
         u = u.unsqueeze(0)
     if u.shape[0] == 1 and h0.shape[0] > 1:
         u = u.expand(h0.shape[0], -1)
-    field.control = u
     field.nfe = 0
     field.eval_taus = []
     field.recorded_outputs = [] if record_outputs else None
@@ -183,9 +195,9 @@ def solve_block(
             params = tuple(p for p in field.parameters() if p.requires_grad)
             if u.requires_grad:
                 params = params + (u,)
-            states = odeint_adjoint(field, h0, tau_full, adjoint_params=params, **kwargs)
+            states = odeint_adjoint(_FieldUnderControl(field, u), h0, tau_full, adjoint_params=params, **kwargs)
         else:
-            states = odeint(field, h0, tau_full, **kwargs)
+            states = odeint(_FieldUnderControl(field, u), h0, tau_full, **kwargs)
     except AssertionError as err:
         if "max_num_steps" in str(err):
             raise SolverStepLimitError(
@@ -193,8 +205,6 @@ def solve_block(
                 f"atol={solver.atol:g}; loosen the tolerance or raise the step cap"
             ) from None
         raise
-    finally:
-        field.control = None
     if tau_full is not tau:
         states = states[1:]
     outputs = field.recorded_outputs

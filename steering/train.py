@@ -193,7 +193,7 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig):
     else:
         contrast = lm.new_zeros(())
     loss = lm + cfg.contrast_weight * contrast + cfg.roughness_weight * roughness
-    return loss, {"lm_loss": float(lm), "contrast_loss": float(contrast), "roughness": float(roughness)}
+    return loss, {"lm_loss": lm.item(), "contrast_loss": contrast.item(), "roughness": roughness.item()}
 
 
 # ---------------------------------------------------------------- resumable state (no pickle)
@@ -300,6 +300,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         if cfg.resume and stage == start_stage and (state_dir / "state.json").is_file():
             meta = _load_state(state_dir, model, opt, sampler_gen)
             start_step, history = meta["step"], deque(meta["grad_history"], maxlen=200)
+            if rank == 0:
+                _truncate_log(log_path, stage, start_step)
         else:
             start_step = 0
         trainable = [p for p in model.parameters() if p.requires_grad]
@@ -328,7 +330,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             tokens_per_s = n_tokens * world / (time.perf_counter() - t0)
             if rank != 0:
                 continue
-            record = {"stage": stage, "step": step, "loss": float(loss), **parts, "grad_norm": grad_norm,
+            record = {"stage": stage, "step": step, "loss": loss.item(), **parts, "grad_norm": grad_norm,
                       "ode_grad_norm": ode_grad_norm, "alpha": _alpha(model), "tokens_per_s": tokens_per_s,
                       "tokens": n_tokens * world, "lr": opt.param_groups[0]["lr"],
                       "exploding": bool(exploding), "vanishing": bool(vanishing)}
@@ -356,6 +358,13 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     if world > 1:
         dist.destroy_process_group()
     return out
+
+
+def _truncate_log(log_path: Path, stage: int, step: int):
+    """Drop log lines written after the saved state, so a resumed run logs each step once."""
+    kept = [line for line in log_path.read_text().splitlines()
+            if line.strip() and (json.loads(line)["stage"], json.loads(line)["step"]) < (stage, step)]
+    log_path.write_text("".join(line + "\n" for line in kept))
 
 
 def _alpha(model) -> float | None:

@@ -1,0 +1,72 @@
+import pytest
+import torch
+
+from steering.generate import filter_logits, generate
+from steering.ode import SolverConfig
+
+
+@pytest.mark.parametrize("fixture", ["small_hybrid", "small_discrete"])
+def test_cached_and_uncached_sampling_give_the_same_tokens(fixture, small_tokenizer, request):
+    model = request.getfixturevalue(fixture)
+    kwargs = dict(sentiment=1.0, n=3, max_new_tokens=20, temperature=1.0, top_k=50, top_p=0.95, seed=7)
+    cached = generate(model, small_tokenizer, "The movie was", use_cache=True, **kwargs)
+    uncached = generate(model, small_tokenizer, "The movie was", use_cache=False, **kwargs)
+    assert [g.tokens for g in cached] == [g.tokens for g in uncached]
+    assert len({tuple(g.tokens) for g in cached}) > 1  # the n samples differ from each other
+
+
+def test_same_seed_same_text_and_control_changes_it(small_hybrid, small_tokenizer):
+    a = generate(small_hybrid, small_tokenizer, "I thought", sentiment=2.0, seed=3)[0]
+    b = generate(small_hybrid, small_tokenizer, "I thought", sentiment=2.0, seed=3)[0]
+    c = generate(small_hybrid, small_tokenizer, "I thought", sentiment=-2.0, seed=3)[0]
+    assert a.text == b.text
+    assert a.text.startswith("I thought")
+    assert c.tokens != a.tokens
+    assert a.nfe == 4 * 40  # 4 Euler steps for each of the 40 new tokens (cache: one token per solve)
+
+
+def test_empty_prompt_starts_from_bos(small_hybrid, small_tokenizer):
+    out = generate(small_hybrid, small_tokenizer, "", max_new_tokens=5)[0]
+    assert len(out.tokens) == 5 and out.text == out.continuation
+
+
+def test_long_prompt_keeps_its_tail_and_says_so(small_hybrid, small_tokenizer):
+    prompt = "word " * 200 + "the end"
+    out = generate(small_hybrid, small_tokenizer, prompt, max_new_tokens=10)[0]
+    assert "dropped" in out.notice
+    assert out.text.rstrip().endswith(out.continuation.rstrip())
+    assert "the end" in out.text
+
+
+def test_odd_text_works(small_hybrid, small_tokenizer):
+    out = generate(small_hybrid, small_tokenizer, "Ünïcødé 🎬🍿 \x00\x07 \u202e tabs\tand\nlines", max_new_tokens=4)
+    assert len(out[0].tokens) == 4
+
+
+def test_adaptive_solver_generation_reports_its_nfe(small_hybrid, small_tokenizer):
+    out = generate(small_hybrid, small_tokenizer, "Great", max_new_tokens=3, solver=SolverConfig("dopri5"))[0]
+    assert out.nfe >= 3 * 6  # at least one dopri5 step (6 evaluations) per token
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(sentiment=5.0), "range|lie in"), (dict(style=float("nan")), "finite"),
+    (dict(max_new_tokens=0), "max_new_tokens"), (dict(max_new_tokens=10_000), "max_new_tokens"),
+    (dict(temperature=-1.0), "temperature"), (dict(top_p=0.0), "top_p"),
+])
+def test_bad_sampling_arguments_are_refused(small_hybrid, small_tokenizer, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        generate(small_hybrid, small_tokenizer, "hello", **kwargs)
+
+
+def test_step_cap_is_reported_not_hung(small_hybrid, small_tokenizer):
+    from steering.ode import SolverStepLimitError
+    with pytest.raises(SolverStepLimitError, match="max_steps"):
+        generate(small_hybrid, small_tokenizer, "hello", max_new_tokens=2,
+                 solver=SolverConfig("dopri5", rtol=1e-12, atol=1e-12, max_steps=2))
+
+
+def test_top_k_and_top_p_filtering():
+    logits = torch.tensor([[3.0, 2.0, 1.0, 0.0]])
+    assert torch.isinf(filter_logits(logits, 1.0, 2, None)[0, 2:]).all()
+    kept = filter_logits(logits, 1.0, None, 0.5)
+    assert torch.isfinite(kept[0, 0]) and torch.isinf(kept[0, 1:]).all()  # top token alone holds > 50%

@@ -1,0 +1,86 @@
+import math
+
+import torch
+
+from steering.model import DiscreteTransformer, HybridODETransformer, ModelConfig, language_model_loss
+from steering.ode import SolverConfig
+
+
+def test_shapes_and_parameter_layout(small_hybrid, small_discrete):
+    idx = torch.randint(0, small_hybrid.config.vocab_size, (3, 10))
+    logits, roughness = small_hybrid(idx, torch.tensor([[1.0, -1.0]] * 3))
+    assert logits.shape == (3, 10, small_hybrid.config.vocab_size)
+    assert roughness.shape == ()
+    logits_d, _ = small_discrete(idx)
+    assert logits_d.shape == logits.shape
+    assert len(small_hybrid.pre) == len(small_hybrid.post) == 2
+    assert len(small_discrete.pre) + len(small_discrete.mid) + len(small_discrete.post) == 6
+    assert small_hybrid.wte.weight.data_ptr() is not None
+    assert small_hybrid.num_parameters() < small_discrete.num_parameters() + small_hybrid.field.fc_in.weight.numel()
+
+
+def test_fresh_model_first_loss_is_near_ln_vocab_and_state_is_of_order_one():
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=4096, block_size=64, d_model=128, n_heads=4, field_hidden=256)
+    for model in (HybridODETransformer(cfg), DiscreteTransformer(ModelConfig(**{**cfg.to_dict(), "arch": "discrete"}))):
+        idx = torch.randint(0, 4096, (4, 64))
+        logits, _ = model(idx)
+        loss = language_model_loss(logits, torch.randint(0, 4096, (4, 64)))
+        assert abs(loss.item() - math.log(4096)) / math.log(4096) < 0.10
+        h0 = model.encode(idx)
+        assert 0.05 < h0.norm(dim=-1).mean().item() < 5.0
+
+
+def test_alpha_initial_value(small_tokenizer):
+    model = HybridODETransformer(ModelConfig(vocab_size=300, d_model=32, n_heads=2, field_hidden=64))
+    assert model.field.alpha.item() == torch.tensor(0.1).item()
+
+
+def test_control_reaches_the_output_only_through_the_ode_block(small_hybrid):
+    idx = torch.randint(0, small_hybrid.config.vocab_size, (2, 8))
+    u = torch.tensor([[0.7, -0.3], [0.2, 0.9]], requires_grad=True)
+    h0 = small_hybrid.encode(idx)
+    assert not h0.requires_grad or h0.grad_fn is not None
+    seen = []
+    small_hybrid.field.register_forward_pre_hook(lambda mod, args: seen.append(args[2]))
+    logits, _ = small_hybrid(idx, u)
+    logits.sum().backward()
+    assert u.grad is not None and u.grad.abs().sum() > 0
+    assert all(c is u or c.data_ptr() == u.data_ptr() for c in seen)
+    # the blocks before the ODE never see u: H(0) is identical for any control
+    assert torch.equal(small_hybrid.encode(idx), h0)
+    # with the field's control path cut, u has no gradient at all
+    u.grad = None
+    with torch.no_grad():
+        small_hybrid.field.control_embed.weight.zero_()
+    logits, _ = small_hybrid(idx, u)
+    logits.sum().backward()
+    assert u.grad is None or u.grad.abs().sum() == 0
+
+
+def test_control_changes_the_output(small_hybrid):
+    idx = torch.randint(0, small_hybrid.config.vocab_size, (1, 8))
+    with torch.no_grad():
+        pos, _ = small_hybrid(idx, torch.tensor([[2.0, 0.0]]))
+        neg, _ = small_hybrid(idx, torch.tensor([[-2.0, 0.0]]))
+    assert (pos - neg).abs().max() > 1e-3
+
+
+def test_cached_forward_matches_full_forward(small_hybrid, small_discrete):
+    for model in (small_hybrid, small_discrete):
+        idx = torch.randint(0, model.config.vocab_size, (1, 12))
+        u = torch.tensor([[1.0, 0.0]])
+        with torch.no_grad():
+            full = model.decode(model.middle(model.encode(idx), u).final)
+            caches = model.new_caches()
+            first = model.decode(model.middle(model.encode(idx[:, :7], caches), u, caches=caches).final, caches)
+            rest = model.decode(model.middle(model.encode(idx[:, 7:], caches, 7), u, caches=caches).final, caches)
+        assert torch.allclose(torch.cat([first, rest], 1), full, atol=1e-5)
+
+
+def test_solver_choice_is_a_plain_argument(small_hybrid):
+    idx = torch.randint(0, small_hybrid.config.vocab_size, (1, 6))
+    with torch.no_grad():
+        a, _ = small_hybrid(idx, None, SolverConfig("euler", steps=64))
+        b, _ = small_hybrid(idx, None, SolverConfig("dopri5", rtol=1e-7, atol=1e-7))
+    assert torch.allclose(a.softmax(-1), b.softmax(-1), atol=1e-3)

@@ -1,0 +1,122 @@
+import math
+
+import pytest
+import torch
+
+from steering.ode import (ControlledVectorField, SolverConfig, SolverStepLimitError, path_roughness, solve_block,
+                          validate_control, validate_tau_grid)
+
+
+def make_field(seed=0, alpha=0.5, out_std=0.1):
+    torch.manual_seed(seed)
+    field = ControlledVectorField(d_model=16, control_dim=2, control_embed_dim=4, hidden=32, alpha_init=alpha)
+    field.reset_parameters()
+    torch.nn.init.normal_(field.fc_out.weight, std=out_std)
+    return field
+
+
+def test_alpha_starts_at_its_initial_value_and_output_layer_near_zero():
+    field = ControlledVectorField(16, 2, 4, 32, alpha_init=0.1)
+    field.reset_parameters()
+    assert field.alpha.item() == pytest.approx(0.1)
+    assert field.fc_out.weight.abs().max() < 0.01
+    h = torch.randn(2, 5, 16)
+    assert field(torch.tensor(0.0), h, torch.zeros(2, 2)).abs().max() < 0.01
+
+
+def test_nfe_equals_the_fields_call_count():
+    field = make_field()
+    calls = []
+    field.register_forward_hook(lambda *a: calls.append(1))
+    h0 = torch.randn(1, 3, 16)
+    for solver in (SolverConfig("euler", steps=4), SolverConfig("rk4", steps=3), SolverConfig("dopri5", rtol=1e-5)):
+        calls.clear()
+        result = solve_block(field, h0, torch.tensor([[1.0, 0.0]]), solver)
+        assert result.nfe == len(calls) == len(result.eval_taus)
+    assert solve_block(field, h0, torch.tensor([[1.0, 0.0]]), SolverConfig("euler", steps=4)).nfe == 4
+    assert solve_block(field, h0, torch.tensor([[1.0, 0.0]]), SolverConfig("rk4", steps=3)).nfe == 12
+
+
+def test_fixed_and_adaptive_solvers_agree_on_a_smooth_field():
+    field = make_field()
+    h0 = torch.randn(2, 4, 16)
+    u = torch.tensor([[1.0, -1.0]])
+    reference = solve_block(field, h0, u, SolverConfig("dopri5", rtol=1e-8, atol=1e-8)).final
+    for solver in (SolverConfig("rk4", steps=16), SolverConfig("bosh3", rtol=1e-6, atol=1e-6),
+                   SolverConfig("adaptive_heun", rtol=1e-6, atol=1e-6), SolverConfig("midpoint", steps=64)):
+        out = solve_block(field, h0, u, solver).final
+        assert (out - reference).norm() / reference.norm() < 1e-4, solver
+    moved = (reference - h0).norm() / h0.norm()
+    assert moved > 0.01, "the field must actually move the state for this test to mean anything"
+
+
+def test_states_on_a_requested_grid_start_at_h0_and_end_at_the_final_state():
+    field = make_field()
+    h0 = torch.randn(1, 3, 16)
+    u = torch.tensor([[0.5, 0.0]])
+    result = solve_block(field, h0, u, SolverConfig("rk4", steps=8), tau=torch.linspace(0, 1, 33))
+    assert result.states.shape == (33, 1, 3, 16)
+    assert torch.allclose(result.states[0], h0)
+    end_only = solve_block(field, h0, u, SolverConfig("rk4", steps=8)).final
+    assert torch.allclose(result.final, end_only, atol=1e-6)
+    partial = solve_block(field, h0, u, SolverConfig("rk4", steps=8), tau=[0.5, 1.0])
+    assert partial.states.shape[0] == 2
+    assert torch.allclose(partial.states[0], result.states[16], atol=1e-6)
+
+
+def test_adaptive_step_cap_raises_a_clear_error():
+    field = make_field(alpha=5.0, out_std=1.0)
+    h0 = torch.randn(1, 3, 16)
+    with pytest.raises(SolverStepLimitError, match="max_steps=3"):
+        solve_block(field, h0, torch.tensor([[2.0, 2.0]]), SolverConfig("dopri5", rtol=1e-10, atol=1e-10, max_steps=3))
+    assert solve_block(field, h0, torch.tensor([[0.0, 0.0]]), SolverConfig("euler")).nfe == 4  # still usable
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(method="rk45"), "unknown solver"),
+    (dict(method="dopri5", rtol=0.0), "rtol"),
+    (dict(method="dopri5", atol=float("nan")), "atol"),
+    (dict(method="dopri5", rtol=5.0), "rtol"),
+    (dict(method="euler", steps=0), "steps"),
+])
+def test_bad_solver_settings_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SolverConfig(**kwargs)
+
+
+@pytest.mark.parametrize("u, message", [
+    ([float("nan"), 0.0], "finite"), ([4.0, 0.0], r"\[-3, 3\]"), ([0.0, -3.5], r"\[-3, 3\]"), ([1.0], "2 values"),
+])
+def test_bad_controls_are_refused(u, message):
+    with pytest.raises(ValueError, match=message):
+        validate_control(u)
+
+
+@pytest.mark.parametrize("grid", [[0.0], [0.0, 1.2], [0.5, 0.2, 1.0], [-0.1, 1.0]])
+def test_bad_tau_grids_are_refused(grid):
+    with pytest.raises(ValueError):
+        validate_tau_grid(grid)
+
+
+def test_path_roughness_is_zero_for_a_constant_field_and_grows_with_change():
+    h0 = torch.ones(1, 2, 4)
+    constant = [torch.full((1, 2, 4), 0.3)] * 4
+    assert path_roughness(constant, h0).item() == 0.0
+    changing = [torch.full((1, 2, 4), 0.1 * k) for k in range(4)]
+    assert path_roughness(changing, h0).item() == pytest.approx(0.01, rel=1e-5)
+
+
+def test_adjoint_and_direct_backprop_give_the_same_gradients():
+    field = make_field()
+    h0 = torch.randn(1, 3, 16)
+    u = torch.tensor([[1.0, 0.0]], requires_grad=True)
+    grads = []
+    for adjoint in (False, True):
+        field.zero_grad()
+        u.grad = None
+        out = solve_block(field, h0, u, SolverConfig("rk4", steps=4, adjoint=adjoint)).final
+        out.pow(2).sum().backward()
+        grads.append((field.fc_out.weight.grad.clone(), u.grad.clone()))
+    assert torch.allclose(grads[0][0], grads[1][0], rtol=1e-3, atol=1e-6)
+    assert torch.allclose(grads[0][1], grads[1][1], rtol=1e-3, atol=1e-6)
+    assert grads[0][1].abs().sum() > 0

@@ -1,0 +1,127 @@
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from steering import data
+from steering.checkpoint import CheckpointError, load_checkpoint, read_log, save_checkpoint
+from steering.train import make_config, train
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICK = dict(steps=40, stage2_steps=10, eval_every=20, max_reviews=1500)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny") / "hybrid"
+    train(make_config("tiny", out=str(out)), progress=False)
+    return out
+
+
+def test_tiny_preset_lowers_heldout_loss_and_logs_every_step(tiny_run):
+    log = read_log(tiny_run)
+    config = json.loads((tiny_run / "config.json").read_text())
+    cfg = config["meta"]["train"]
+    assert len(log) == cfg["steps"] + cfg["stage2_steps"]
+    first_val = config["meta"]["initial_val_loss"]
+    last_val = [r["val_loss"] for r in log if "val_loss" in r][-1]
+    assert last_val < first_val - 0.5
+    vocab = config["model"]["vocab_size"]
+    assert abs(log[0]["loss"] - math.log(vocab)) / math.log(vocab) < 0.10
+    for key in ("loss", "grad_norm", "ode_grad_norm", "alpha", "tokens_per_s", "exploding", "vanishing"):
+        assert key in log[0] and key in log[-1]
+    assert {r["stage"] for r in log} == {1, 2}
+    assert all("contrast_loss" in r for r in log if r["stage"] == 2)
+    assert not (tiny_run / "resume").exists()
+
+
+def test_stage2_trains_only_the_ode_block_and_late_blocks(tiny_run, tmp_path):
+    stage1 = tmp_path / "stage1"
+    train(make_config("tiny", out=str(stage1), stage2_steps=0, tokenizer=str(tiny_run / "tokenizer.json")),
+          progress=False)
+    a, _, _ = load_checkpoint(stage1)
+    b, _, _ = load_checkpoint(tiny_run)
+    sa, sb = a.state_dict(), b.state_dict()
+    for name in sa:
+        same = torch.equal(sa[name], sb[name])
+        if name.startswith(("wte", "wpe", "pre.", "ln_f")):
+            assert same, f"{name} must be frozen in stage 2"
+    assert not torch.equal(sa["field.fc_out.weight"], sb["field.fc_out.weight"])
+
+
+def test_checkpoint_round_trip(small_hybrid, small_tokenizer, tmp_path):
+    save_checkpoint(small_hybrid, tmp_path / "c", small_tokenizer, dtype=torch.float32)
+    loaded, tok, config = load_checkpoint(tmp_path / "c")
+    idx = torch.randint(0, small_hybrid.config.vocab_size, (1, 9))
+    with torch.no_grad():
+        assert torch.allclose(loaded(idx)[0], small_hybrid(idx)[0], atol=1e-6)
+    assert config["model"] == small_hybrid.config.to_dict()
+    half = save_checkpoint(small_hybrid, tmp_path / "h", small_tokenizer)  # float16 on disk, float32 loaded
+    loaded_half, _, _ = load_checkpoint(half)
+    assert next(loaded_half.parameters()).dtype == torch.float32
+
+
+def test_missing_or_corrupt_checkpoint_names_the_file(small_checkpoint, tmp_path):
+    with pytest.raises(CheckpointError, match="nowhere"):
+        load_checkpoint(tmp_path / "nowhere")
+    (small_checkpoint / "model.safetensors").write_bytes(b"garbage")
+    with pytest.raises(CheckpointError, match="model.safetensors"):
+        load_checkpoint(small_checkpoint)
+    (small_checkpoint / "config.json").write_text("{oops")
+    with pytest.raises(CheckpointError, match="config.json"):
+        load_checkpoint(small_checkpoint)
+
+
+def test_resume_continues_exactly_where_it_stopped(tmp_path, monkeypatch):
+    cfg = make_config("tiny", out=str(tmp_path / "straight"), **QUICK)
+    train(cfg, progress=False)
+    straight, _, _ = load_checkpoint(tmp_path / "straight")
+
+    interrupted = make_config("tiny", out=str(tmp_path / "resumed"), **QUICK)
+    real_sample, calls = data.BatchSampler.sample, {"n": 0}
+
+    def flaky_sample(self):
+        calls["n"] += 1
+        if calls["n"] == 26:
+            raise KeyboardInterrupt
+        return real_sample(self)
+
+    monkeypatch.setattr(data.BatchSampler, "sample", flaky_sample)
+    with pytest.raises(KeyboardInterrupt):
+        train(interrupted, progress=False)
+    monkeypatch.setattr(data.BatchSampler, "sample", real_sample)
+    assert (tmp_path / "resumed" / "resume" / "state.json").is_file()
+    train(make_config("tiny", out=str(tmp_path / "resumed"), resume=True, **QUICK), progress=False)
+    resumed, _, _ = load_checkpoint(tmp_path / "resumed")
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-3), name
+    steps = [r["step"] for r in read_log(tmp_path / "resumed") if r["stage"] == 1]
+    assert steps[-1] == QUICK["steps"] - 1 and steps.count(20) == 1
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_torchrun_with_two_processes(tmp_path):
+    out = tmp_path / "ddp"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={_free_port()}",
+           "-m", "steering", "train", "--preset", "tiny", "--out", str(out), "--steps", "30",
+           "--stage2-steps", "6", "--eval-every", "15", "--max-reviews", "1000", "--no-progress"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    config = json.loads((out / "config.json").read_text())
+    assert config["meta"]["world_size"] == 2
+    log = read_log(out)
+    assert len(log) == 36  # rank 0 logs once per step
+    assert log[0]["tokens"] > 1024  # tokens of both ranks are counted
+    load_checkpoint(out)
