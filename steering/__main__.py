@@ -91,7 +91,21 @@ def _generate_args(p):
     add_solver_args(p)
 
 
-ARGUMENTS = {"train": _train_args, "generate": _generate_args}
+@command("evaluate", "judge steered generations and check both models on the held-out split")
+def _evaluate(args):
+    from .evaluate import run
+    print(run(args.checkpoint, args.baseline, quick=args.quick, as_json=args.json))
+
+
+def _evaluate_args(p):
+    from .checkpoint import DEFAULT_BASELINE
+    p.add_argument("--quick", action="store_true", help="fewer prompts and held-out reviews (for tests)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
+    p.add_argument("--baseline", default=str(DEFAULT_BASELINE), help="the discrete baseline's folder")
+
+
+ARGUMENTS = {"train": _train_args, "generate": _generate_args, "evaluate": _evaluate_args}
 
 
 def build_parser() -> argparse.ArgumentParser:

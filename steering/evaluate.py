@@ -1,0 +1,312 @@
+"""Does the steering work? Judged text, probes, solver checks and fluency on the held-out split.
+
+Everything runs on held-out data with fixed seeds, so two runs print the same numbers.
+
+Prompts: the first PROMPT_TOKENS tokens of held-out reviews (after BOS), picked round-robin
+  over (label, source) groups in the split's fixed order, so both sentiments and both
+  sources are equally represented. Reviews shorter than that are skipped.
+Generations: for each prompt, NEW_TOKENS new tokens at temperature 0.8 and top-k 40 under
+  five controls (sentiment, style): positive (+1, 0), negative (-1, 0), neutral (0, 0),
+  Rotten Tomatoes (0, -1) and IMDB (0, +1). The five share one batch and one seed per
+  prompt. Only the continuation is judged: the prompt is a real review's opening and
+  would otherwise tell the judge the source review's label.
+Judges and their decision rules: steering/judge.py.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import data
+from .checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
+from .generate import sample_tokens
+from .judge import WORD, judge_sentiment, judge_style, sentiment_judge, training_words
+from .ode import TRAINING_SOLVER, SolverConfig
+from .tokenizer import bos_id, decode, encode
+from .train import evaluate_loss, heldout_batch
+
+PROMPT_TOKENS = 8
+NEW_TOKENS = 40
+TEMPERATURE = 0.8
+TOP_K = 40
+SEED = 1234
+PROBE_PROMPT = "The movie was"
+PROBE_WORDS = {"good": " good", "bad": " bad"}
+PROBE_CONTROLS = {"+1": 1.0, "0": 0.0, "-1": -1.0}
+REFERENCE_SOLVER = SolverConfig("dopri5", rtol=1e-6, atol=1e-6, max_steps=10_000)
+FIXED_SOLVER = SolverConfig("euler", steps=4)
+SETTINGS = {"positive": (1.0, 0.0), "negative": (-1.0, 0.0), "neutral": (0.0, 0.0),
+            "rotten_tomatoes": (0.0, -1.0), "imdb": (0.0, 1.0)}
+
+
+@dataclass(frozen=True)
+class EvalSize:
+    prompts: int
+    val_reviews: int      # held-out reviews for the losses and the block displacement
+
+
+FULL = EvalSize(prompts=50, val_reviews=200)
+QUICK = EvalSize(prompts=8, val_reviews=32)
+
+KEYS = ("val_loss_hybrid", "val_loss_discrete", "alpha_initial", "alpha_final", "exploding_steps",
+        "vanishing_steps", "judge_heldout_acc", "steer_pos_clf", "steer_neg_clf", "steer_pos_vader",
+        "steer_neg_vader", "steer_neutral_pos_clf", "probe_good_pos", "probe_bad_neg", "probe_raw",
+        "solver_divergence", "style_rt_acc", "style_imdb_acc", "ode_relative_displacement",
+        "discrete_mid_relative_update", "valid_word_rate", "ppl_ratio_steered")
+
+# The bars of the issue's "done when" list, shown beside the figures (they never change a figure).
+TARGETS = {
+    "val_loss_hybrid": ("<= 1.02 x val_loss_discrete", lambda r: r["val_loss_hybrid"] <= 1.02 * r["val_loss_discrete"]),
+    "exploding_steps": ("== 0", lambda r: r["exploding_steps"] == 0),
+    "vanishing_steps": ("== 0", lambda r: r["vanishing_steps"] == 0),
+    "steer_pos_clf": (">= 0.95", lambda r: r["steer_pos_clf"] >= 0.95),
+    "steer_neg_clf": (">= 0.95", lambda r: r["steer_neg_clf"] >= 0.95),
+    "steer_pos_vader": (">= 0.85", lambda r: r["steer_pos_vader"] >= 0.85),
+    "steer_neg_vader": (">= 0.85", lambda r: r["steer_neg_vader"] >= 0.85),
+    "probe_good_pos": (">= 0.98", lambda r: r["probe_good_pos"] >= 0.98),
+    "probe_bad_neg": (">= 0.98", lambda r: r["probe_bad_neg"] >= 0.98),
+    "solver_divergence": ("<= 0.001", lambda r: r["solver_divergence"] <= 0.001),
+    "style_rt_acc": (">= 0.9", lambda r: r["style_rt_acc"] >= 0.9),
+    "style_imdb_acc": (">= 0.9", lambda r: r["style_imdb_acc"] >= 0.9),
+    "ode_relative_displacement": (">= 0.5 x discrete_mid_relative_update",
+                                  lambda r: r["ode_relative_displacement"] >= 0.5 * r["discrete_mid_relative_update"]),
+    "valid_word_rate": (">= 0.97", lambda r: r["valid_word_rate"] >= 0.97),
+    "ppl_ratio_steered": ("<= 1.5", lambda r: r["ppl_ratio_steered"] <= 1.5),
+}
+
+
+# ---------------------------------------------------------------- prompts and generations
+
+def heldout_prompts(tok, n: int, prompt_tokens: int = PROMPT_TOKENS) -> list[list[int]]:
+    """BOS + the first prompt_tokens tokens of n held-out reviews, round-robin over (label, source)."""
+    if n < 1:
+        raise ValueError(f"need at least one prompt, got {n}")
+    groups: dict = {}
+    for r in data.heldout_reviews():
+        groups.setdefault((r.label, r.source), []).append(r)
+    queues = [iter(groups[key]) for key in sorted(groups)]
+    prompts, bos = [], bos_id(tok)
+    while len(prompts) < n and queues:
+        for queue in list(queues):
+            review = next(queue, None)
+            if review is None:
+                queues.remove(queue)
+                continue
+            ids = encode(tok, review.text)
+            if len(ids) >= prompt_tokens:
+                prompts.append([bos] + ids[:prompt_tokens])
+            if len(prompts) == n:
+                break
+    return prompts
+
+
+@dataclass
+class PromptGenerations:
+    prompts: list[list[int]]
+    tokens: dict[str, torch.Tensor]       # setting -> new token ids [prompts, NEW_TOKENS]
+    continuations: dict[str, list[str]]   # setting -> decoded new tokens
+
+
+def generate_for_prompts(model, tok, prompts: list[list[int]], settings: dict = SETTINGS,
+                         seed: int = SEED) -> PromptGenerations:
+    """One sample per prompt and setting; all settings of a prompt share one batch and seed."""
+    names = list(settings)
+    u = torch.tensor([settings[k] for k in names], dtype=torch.float32)
+    rows = {k: [] for k in names}
+    for i, ids in enumerate(prompts):
+        new, _ = sample_tokens(model, ids, u, NEW_TOKENS, n=len(names), temperature=TEMPERATURE, top_k=TOP_K,
+                               seed=seed + i, solver=TRAINING_SOLVER)
+        for j, k in enumerate(names):
+            rows[k].append(new[j])
+    tokens = {k: torch.stack(v) for k, v in rows.items()}
+    continuations = {k: [decode(tok, row.tolist()) for row in v] for k, v in tokens.items()}
+    return PromptGenerations(prompts, tokens, continuations)
+
+
+def generated_words(tok, prompt: list[int], new: list[int]) -> list[str]:
+    """Lower-cased alphabetic words touching the generated text (a word the prompt began counts whole)."""
+    prompt_text = decode(tok, prompt)
+    full = decode(tok, prompt + new)
+    if not full.startswith(prompt_text):
+        return [w.lower() for w in WORD.findall(decode(tok, new))]
+    return [m.group().lower() for m in WORD.finditer(full) if m.end() > len(prompt_text)]
+
+
+def valid_word_rate(tok, gens: PromptGenerations, vocabulary: frozenset[str]) -> float:
+    words = [w for k in gens.tokens for prompt, new in zip(gens.prompts, gens.tokens[k].tolist())
+             for w in generated_words(tok, prompt, new)]
+    return sum(w in vocabulary for w in words) / len(words) if words else 0.0
+
+
+@torch.no_grad()
+def continuation_perplexity(model, prompts: list[list[int]], new_tokens: torch.Tensor, u=None) -> float:
+    """exp(mean NLL) of the new tokens given their prompts, under the model at control u (0 if None)."""
+    total, count = 0.0, 0
+    for prompt, new in zip(prompts, new_tokens.tolist()):
+        seq = torch.tensor([prompt + new])
+        logits, _ = model(seq[:, :-1], u)
+        logp = logits[0, len(prompt) - 1:].log_softmax(-1)
+        total -= float(logp.gather(-1, seq[0, len(prompt):, None]).sum())
+        count += len(new)
+    return math.exp(total / count)
+
+
+# ---------------------------------------------------------------- probes and solver checks
+
+@torch.no_grad()
+def word_probabilities(model, tok, prompt: str = PROBE_PROMPT, words: dict = PROBE_WORDS,
+                       controls: dict = PROBE_CONTROLS) -> dict[str, dict[str, float]]:
+    """P(word | prompt) at sentiment s (style 0), for each control label and word.
+
+    A word may be several BPE tokens; its probability is that of the whole token sequence
+    (chain rule), which equals the next-token probability when the word is one token.
+    """
+    prompt_ids = [bos_id(tok)] + encode(tok, prompt)
+    out = {}
+    for label, sentiment in controls.items():
+        u = torch.tensor([[sentiment, 0.0]])
+        out[label] = {}
+        for name, word in words.items():
+            word_ids = encode(tok, word)
+            seq = torch.tensor([prompt_ids + word_ids])
+            logits, _ = model(seq[:, :-1], u)
+            logp = logits[0, len(prompt_ids) - 1:].log_softmax(-1)
+            out[label][name] = math.exp(float(logp.gather(-1, torch.tensor(word_ids)[:, None]).sum()))
+    return out
+
+
+@torch.no_grad()
+def solver_divergence(model, prompts: list[list[int]], sentiments=(-1.0, 0.0, 1.0)) -> float:
+    """Mean over prompts and sentiments of ||H_euler4(1) - H_dopri5(1)|| / ||H_dopri5(1)||.
+
+    Each prompt is its own initial value problem (dopri5's step control sees only it);
+    the norm is over all of the prompt's tokens and features.
+    """
+    ratios = []
+    for ids in prompts:
+        h0 = model.encode(torch.tensor([ids]))
+        for s in sentiments:
+            u = torch.tensor([[s, 0.0]])
+            fixed = model.middle(h0, u, FIXED_SOLVER).final
+            reference = model.middle(h0, u, REFERENCE_SOLVER).final
+            ratios.append(float((fixed - reference).norm() / reference.norm()))
+    return float(np.mean(ratios))
+
+
+@torch.no_grad()
+def middle_relative_update(model, inputs: torch.Tensor, targets: torch.Tensor, batch: int = 32) -> float:
+    """Mean over real tokens of ||H_out - H_in|| / ||H_in|| across the middle (ODE block at u = 0)."""
+    ratios = []
+    for i in range(0, len(inputs), batch):
+        x, real = inputs[i:i + batch], targets[i:i + batch] >= 0
+        h0 = model.encode(x)
+        states = model.middle(h0, None, TRAINING_SOLVER).states
+        ratio = (states[-1] - states[0]).norm(dim=-1) / states[0].norm(dim=-1).clamp_min(1e-12)
+        ratios.append(ratio[real])
+    return float(torch.cat(ratios).mean())
+
+
+# ---------------------------------------------------------------- training logs
+
+def log_summary(hybrid_dir, baseline_dir, model_config: dict, model) -> dict:
+    """α and the exploding/vanishing-gradient counts from both models' logs, both stages."""
+    hybrid_log, baseline_log = read_log(hybrid_dir), read_log(baseline_dir)
+    alphas = [r["alpha"] for r in hybrid_log if r.get("alpha") is not None]
+    alpha_initial = model_config.get("alpha_init", alphas[0] if alphas else None)
+    alpha_final = alphas[-1] if alphas else float(model.field.alpha)
+    records = hybrid_log + baseline_log
+    return {"alpha_initial": float(alpha_initial), "alpha_final": float(alpha_final),
+            "exploding_steps": sum(bool(r.get("exploding")) for r in records),
+            "vanishing_steps": sum(bool(r.get("vanishing")) for r in records)}
+
+
+# ---------------------------------------------------------------- the whole evaluation
+
+def _same_tokenizer(a, b) -> bool:
+    return a.get_vocab() == b.get_vocab()
+
+
+def _fraction(values: np.ndarray, wanted: int) -> float:
+    return float((np.asarray(values) == wanted).mean())
+
+
+def evaluate(checkpoint: str | Path = DEFAULT_CHECKPOINT, baseline: str | Path = DEFAULT_BASELINE,
+             quick: bool = False) -> dict:
+    """Every figure of the issue's evaluation, as a dict with exactly KEYS.
+
+    val_loss_hybrid is the hybrid at u = 0 (its unconditioned mode, as control dropout
+    trains it), on the same held-out tokens as the discrete baseline.
+    """
+    size = QUICK if quick else FULL
+    hybrid, tok, config = load_checkpoint(checkpoint)
+    discrete, baseline_tok, _ = load_checkpoint(baseline)
+    if hybrid.config.arch != "hybrid":
+        raise ValueError(f"{checkpoint} holds a {hybrid.config.arch} model; --checkpoint must be the hybrid")
+    if not _same_tokenizer(tok, baseline_tok):
+        raise ValueError(f"{checkpoint} and {baseline} use different tokenizers, so their losses are not "
+                         "comparable; train the baseline with --tokenizer pointing at the hybrid's")
+    torch.manual_seed(SEED)
+
+    block = min(hybrid.config.block_size, discrete.config.block_size)
+    val_x, val_y, _ = heldout_batch(tok, block, size.val_reviews)
+    report = {"val_loss_hybrid": evaluate_loss(hybrid, val_x, val_y),
+              "val_loss_discrete": evaluate_loss(discrete, val_x, val_y)}
+    report.update(log_summary(checkpoint, baseline, config["model"], hybrid))
+    report["judge_heldout_acc"] = sentiment_judge().accuracy(data.heldout_reviews())
+
+    prompts = heldout_prompts(tok, size.prompts)
+    gens = generate_for_prompts(hybrid, tok, prompts)
+    sentiment = {k: judge_sentiment(gens.continuations[k]) for k in ("positive", "negative", "neutral")}
+    report["steer_pos_clf"] = _fraction(sentiment["positive"].classifier, 1)
+    report["steer_neg_clf"] = _fraction(sentiment["negative"].classifier, -1)
+    report["steer_pos_vader"] = _fraction(sentiment["positive"].vader, 1)
+    report["steer_neg_vader"] = _fraction(sentiment["negative"].vader, -1)
+    report["steer_neutral_pos_clf"] = _fraction(sentiment["neutral"].classifier, 1)
+
+    raw = word_probabilities(hybrid, tok)
+    report["probe_good_pos"] = raw["+1"]["good"] / (raw["+1"]["good"] + raw["+1"]["bad"])
+    report["probe_bad_neg"] = raw["-1"]["bad"] / (raw["-1"]["good"] + raw["-1"]["bad"])
+    report["probe_raw"] = raw
+    report["solver_divergence"] = solver_divergence(hybrid, prompts)
+    report["style_rt_acc"] = _fraction(judge_style(gens.continuations["rotten_tomatoes"]), -1)
+    report["style_imdb_acc"] = _fraction(judge_style(gens.continuations["imdb"]), 1)
+    report["ode_relative_displacement"] = middle_relative_update(hybrid, val_x, val_y)
+    report["discrete_mid_relative_update"] = middle_relative_update(discrete, val_x, val_y)
+    report["valid_word_rate"] = valid_word_rate(tok, gens, training_words())
+    steered = torch.cat([gens.tokens["positive"], gens.tokens["negative"]])
+    ppl_steered = continuation_perplexity(hybrid, prompts + prompts, steered)
+    ppl_own = continuation_perplexity(hybrid, prompts, gens.tokens["neutral"])
+    report["ppl_ratio_steered"] = ppl_steered / ppl_own
+    return {k: report[k] for k in KEYS}
+
+
+def format_table(report: dict, seconds: float | None = None) -> str:
+    lines = [f"{'figure':32s} {'value':>12s}  target"]
+    for key in KEYS:
+        value = report[key]
+        if key == "probe_raw":
+            for label, probs in value.items():
+                shown = ", ".join(f"P({w})={p:.4f}" for w, p in probs.items())
+                lines.append(f"{'probe_raw u=' + label:32s} {'':>12s}  {shown}")
+            continue
+        target, passed = TARGETS.get(key, ("", None))
+        mark = "" if passed is None else ("  ok" if passed(report) else "  MISSED")
+        shown = f"{value:d}" if isinstance(value, int) else f"{value:.4g}"
+        lines.append(f"{key:32s} {shown:>12s}  {target}{mark}")
+    if seconds is not None:
+        lines.append(f"(took {seconds:.0f} s)")
+    return "\n".join(lines)
+
+
+def run(checkpoint, baseline, quick: bool, as_json: bool) -> str:
+    start = time.perf_counter()
+    report = evaluate(checkpoint, baseline, quick)
+    if as_json:
+        return json.dumps(report, indent=2)
+    return format_table(report, time.perf_counter() - start)

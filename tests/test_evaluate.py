@@ -1,0 +1,131 @@
+"""`python -m steering evaluate` on tiny checkpoints trained here, and the pieces it is made of."""
+import json
+import math
+from collections import Counter
+
+import pytest
+import torch
+
+from steering import data, evaluate
+from steering.__main__ import main
+from steering.checkpoint import load_checkpoint, read_log
+from steering.generate import sample_tokens
+from steering.tokenizer import decode, encode
+
+PROBABILITIES = ("judge_heldout_acc", "steer_pos_clf", "steer_neg_clf", "steer_pos_vader", "steer_neg_vader",
+                 "steer_neutral_pos_clf", "probe_good_pos", "probe_bad_neg", "style_rt_acc", "style_imdb_acc",
+                 "valid_word_rate")
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoints(tmp_path_factory):
+    """A few training steps of each architecture, sharing one tokenizer (real logs, both stages)."""
+    from steering.train import make_config, train
+    root = tmp_path_factory.mktemp("evaluate")
+    short = dict(steps=8, max_reviews=400, eval_every=4, eval_reviews=16, warmup=2)
+    hybrid = train(make_config("tiny", out=str(root / "hybrid"), stage2_steps=3, **short), progress=False)
+    discrete = train(make_config("tiny", arch="discrete", out=str(root / "discrete"),
+                                 tokenizer=str(hybrid / "tokenizer.json"), **short), progress=False)
+    return hybrid, discrete
+
+
+@pytest.fixture(scope="session")
+def quick_report(tiny_checkpoints):
+    hybrid, discrete = tiny_checkpoints
+    return evaluate.evaluate(hybrid, discrete, quick=True)
+
+
+def test_cli_prints_exactly_the_issue_keys_with_finite_values_in_range(tiny_checkpoints, capsys):
+    hybrid, discrete = tiny_checkpoints
+    assert main(["evaluate", "--quick", "--json", "--checkpoint", str(hybrid), "--baseline", str(discrete)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert list(report) == list(evaluate.KEYS)
+    assert len(evaluate.KEYS) == 22
+    for key in PROBABILITIES:
+        assert 0.0 <= report[key] <= 1.0, key
+    vocab = math.log(load_checkpoint(hybrid)[0].config.vocab_size)
+    for key in ("val_loss_hybrid", "val_loss_discrete"):
+        assert 0.5 * vocab < report[key] < 1.5 * vocab, key      # a few steps from uniform
+    for key in ("alpha_initial", "alpha_final", "solver_divergence", "ode_relative_displacement",
+                "discrete_mid_relative_update", "ppl_ratio_steered"):
+        assert math.isfinite(report[key]) and report[key] >= 0, key
+    assert report["ppl_ratio_steered"] > 0 and report["alpha_final"] > 0
+    assert isinstance(report["exploding_steps"], int) and isinstance(report["vanishing_steps"], int)
+    assert set(report["probe_raw"]) == {"+1", "0", "-1"}
+    for probs in report["probe_raw"].values():
+        assert set(probs) == {"good", "bad"} and all(0 < p <= 1 for p in probs.values())
+    raw = report["probe_raw"]
+    assert report["probe_good_pos"] == pytest.approx(raw["+1"]["good"] / (raw["+1"]["good"] + raw["+1"]["bad"]))
+    assert report["probe_bad_neg"] == pytest.approx(raw["-1"]["bad"] / (raw["-1"]["good"] + raw["-1"]["bad"]))
+
+
+def test_report_reads_alpha_and_gradient_flags_from_both_logs(tiny_checkpoints, quick_report):
+    hybrid, discrete = tiny_checkpoints
+    records = read_log(hybrid) + read_log(discrete)
+    assert {r["stage"] for r in read_log(hybrid)} == {1, 2}
+    assert quick_report["exploding_steps"] == sum(r["exploding"] for r in records)
+    assert quick_report["vanishing_steps"] == sum(r["vanishing"] for r in records)
+    assert quick_report["alpha_initial"] == pytest.approx(0.1)
+    assert quick_report["alpha_final"] == pytest.approx(read_log(hybrid)[-1]["alpha"])
+
+
+def test_evaluation_is_deterministic(tiny_checkpoints, quick_report):
+    hybrid, discrete = tiny_checkpoints
+    again = evaluate.evaluate(hybrid, discrete, quick=True)
+    assert again == quick_report
+
+
+def test_table_marks_each_issue_bar_as_met_or_missed(quick_report):
+    lines = {line.split()[0]: line for line in evaluate.format_table(quick_report).splitlines()}
+    for key, (target, check) in evaluate.TARGETS.items():
+        assert target in lines[key]
+        assert lines[key].endswith("  ok" if check(quick_report) else "  MISSED"), key
+    assert "probe_raw" in lines and "val_loss_discrete" in lines
+
+
+def test_prompts_are_balanced_over_label_and_source(small_tokenizer):
+    prompts = evaluate.heldout_prompts(small_tokenizer, 8)
+    assert len(prompts) == 8 and all(len(p) == 1 + evaluate.PROMPT_TOKENS for p in prompts)
+    groups = {}
+    for r in data.heldout_reviews():
+        groups.setdefault((r.label, r.source), []).append(r)
+    openings = {key: [encode(small_tokenizer, r.text)[:8] for r in rs[:2]] for key, rs in groups.items()}
+    found = Counter(key for p in prompts for key, opens in openings.items() if p[1:] in opens)
+    assert found == Counter({key: 2 for key in groups})
+    assert evaluate.heldout_prompts(small_tokenizer, 8) == prompts
+    with pytest.raises(ValueError):
+        evaluate.heldout_prompts(small_tokenizer, 0)
+
+
+def test_generated_words_count_a_word_the_prompt_began_once(small_tokenizer):
+    prompt = encode(small_tokenizer, "The movie was unbeliev")
+    new = encode(small_tokenizer, "able and good")
+    assert decode(small_tokenizer, prompt + new) == "The movie was unbelievable and good"
+    assert evaluate.generated_words(small_tokenizer, prompt, new) == ["unbelievable", "and", "good"]
+
+
+def test_solver_divergence_and_block_update_vanish_for_an_identity_block(small_hybrid, small_tokenizer):
+    prompts = evaluate.heldout_prompts(small_tokenizer, 2)
+    x = torch.tensor(prompts)
+    assert evaluate.solver_divergence(small_hybrid, prompts) > 1e-4          # a real field: Euler errs
+    assert evaluate.middle_relative_update(small_hybrid, x, x) > 0.01
+    with torch.no_grad():
+        small_hybrid.field.alpha.zero_()
+    # dopri5 returns H(1) through its interpolant, exact only to float32 rounding
+    assert evaluate.solver_divergence(small_hybrid, prompts) < 1e-6
+    assert evaluate.middle_relative_update(small_hybrid, x, x) == 0.0
+
+
+def test_continuation_perplexity_prefers_the_models_own_text(small_hybrid, small_tokenizer):
+    prompts = evaluate.heldout_prompts(small_tokenizer, 2)
+    own = torch.stack([sample_tokens(small_hybrid, p, torch.zeros(1, 2), 10, temperature=0)[0][0]
+                       for p in prompts])
+    noise = torch.randint(0, small_tokenizer.get_vocab_size(), own.shape, generator=torch.Generator().manual_seed(0))
+    greedy, random_tokens = (evaluate.continuation_perplexity(small_hybrid, prompts, t) for t in (own, noise))
+    assert 1.0 <= greedy < random_tokens
+
+
+def test_wrong_checkpoints_are_refused(tiny_checkpoints, capsys):
+    hybrid, discrete = tiny_checkpoints
+    assert main(["evaluate", "--quick", "--checkpoint", str(discrete), "--baseline", str(discrete)]) == 2
+    assert "must be the hybrid" in capsys.readouterr().err
