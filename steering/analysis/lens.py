@@ -28,6 +28,8 @@ class DepthLens:
     # with all_positions: the most likely next token after each prompt position, at each τ
     position_top_tokens: list[list[str]] | None = None   # [T][tokens]
     position_top_probs: np.ndarray | None = None         # [T, tokens]
+    top_token_ids: list[list[int]] | None = None          # [T][k]; several ids can decode alike (byte pieces)
+    shown_token_ids: list[int] | None = None
 
     def to_dict(self) -> dict:
         return {"tau": self.tau, "token_strings": self.token_strings, "top_tokens": self.top_tokens,
@@ -61,6 +63,8 @@ def depth_lens(model, tok, prompt: str, u, solver=TRAINING_SOLVER, n_tau: int = 
         shown_probs=last[:, shown_ids].cpu().numpy().astype(float),
         u=control[0].cpu().numpy().astype(float),
         solver_label=solver.label(),
+        top_token_ids=top.indices.tolist(),
+        shown_token_ids=shown_ids,
     )
     if all_positions:
         best = probs.max(dim=-1)

@@ -1,0 +1,184 @@
+"""`python -m steering analyze KIND`: each analysis on the command line, as text or one JSON object."""
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..ode import ADAPTIVE_SOLVERS, CONTROL_AXES, SolverConfig
+
+KINDS = ("trajectory", "pca", "divergence", "regimes", "tolerance", "sweep", "lens", "contraction", "convergence",
+         "probes")
+DEFAULT_CACHE = Path(tempfile.gettempdir()) / "steering-analysis-cache"
+
+
+def jsonable(value):
+    """numpy and dataclass-ish values as plain JSON types; NaN and infinities become null."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def add_analyze_args(p):
+    """Everything but the solver options, which the caller adds (steering.__main__.add_solver_args)."""
+    from ..checkpoint import DEFAULT_CHECKPOINT
+
+    p.add_argument("kind", choices=KINDS, help="which analysis")
+    p.add_argument("--prompt", default="The movie was", help="prompt text")
+    p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--sentiment", type=float, default=0.0, help="control u: sentiment (-3..3)")
+    p.add_argument("--style", type=float, default=0.0, help="control u: style (-3..3)")
+    p.add_argument("--axis", default="sentiment", choices=CONTROL_AXES, help="control axis swept (regimes, sweep, pca)")
+    p.add_argument("--u-min", type=float, default=-2.0)
+    p.add_argument("--u-max", type=float, default=2.0)
+    p.add_argument("--n-u", type=int, default=41, help="points of the u grid (regimes, sweep)")
+    p.add_argument("--u-values", type=float, nargs="+", default=[-1.0, 0.0, 1.0], help="controls compared (contraction)")
+    p.add_argument("--targets", nargs="+", default=[" good", " bad"], help="target tokens (regimes, sweep)")
+    p.add_argument("--solvers", nargs="+", default=["dopri5", "adaptive_heun"], choices=ADAPTIVE_SOLVERS,
+                   help="adaptive solvers compared (regimes)")
+    p.add_argument("--tolerances", type=float, nargs="+", default=[1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8])
+    p.add_argument("--reference-rtol", type=float, default=1e-7, help="dopri5 reference (divergence)")
+    p.add_argument("--reference-atol", type=float, default=1e-9, help="dopri5 reference (divergence)")
+    p.add_argument("--n-tau", type=int, default=None, help="τ grid points (default 33; lens 11)")
+    p.add_argument("--top-k", type=int, default=5, help="tokens per τ (lens)")
+    p.add_argument("--convergence-steps", type=int, default=64, help="largest N (convergence)")
+    p.add_argument("--n-reviews", type=int, default=400, help="held-out reviews used (probes)")
+    p.add_argument("--cache", default=str(DEFAULT_CACHE), help="where the PCA map is stored (pca)")
+
+
+def _grid(args) -> np.ndarray:
+    if args.n_u < 1:
+        raise ValueError(f"--n-u must be at least 1, got {args.n_u}")
+    if args.u_max < args.u_min:
+        raise ValueError("--u-max must not be below --u-min")
+    return np.round(np.linspace(args.u_min, args.u_max, args.n_u), 6) if args.n_u > 1 else np.array([args.u_min])
+
+
+def run_analyze(args, solver: SolverConfig) -> None:
+    from ..checkpoint import load_checkpoint
+
+    model, tok, _ = load_checkpoint(args.checkpoint)
+    u = [args.sentiment, args.style]
+    n_tau = args.n_tau
+    result, text = ANALYSES[args.kind](args, model, tok, u, solver, n_tau)
+    print(json.dumps(jsonable(result), indent=2) if args.json else text)
+
+
+def _trajectory(args, model, tok, u, solver, n_tau):
+    from .trajectories import compute_trajectory, pooled
+    t = compute_trajectory(model, tok, args.prompt, u, solver, n_tau=n_tau or 33)
+    path = pooled(t)
+    displacement = np.linalg.norm(t.states - t.states[0], axis=(1, 2)) / np.linalg.norm(t.states[0])
+    result = {"tau": t.tau, "token_strings": t.token_strings, "nfe": t.nfe, "eval_taus": t.eval_taus,
+              "accepted_taus": t.accepted_taus, "rejected_taus": t.rejected_taus, "u": t.u, "solver": t.solver_label,
+              "pooled_norm": np.linalg.norm(path, axis=1), "relative_displacement": displacement}
+    text = (f"{t.solver_label}: NFE {t.nfe}, {len(t.accepted_taus)} accepted / {len(t.rejected_taus)} rejected steps\n"
+            f"tokens: {t.token_strings}\n|H(1) - H(0)| / |H(0)| = {displacement[-1]:.4g}")
+    return result, text
+
+
+def _pca(args, model, tok, u, solver, n_tau):
+    from .pca import checkpoint_identity, pca_map_for_checkpoint, project_trajectory
+    from .trajectories import compute_trajectory
+    pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(args.checkpoint), args.cache, axis=args.axis)
+    path = project_trajectory(pca_map, compute_trajectory(model, tok, args.prompt, u, n_tau=n_tau or 33), args.prompt)
+    result = {"key": pca_map.key, "explained_variance_ratio": pca_map.explained_variance_ratio,
+              "reference_prompts": pca_map.prompts, "u_values": pca_map.u_values, "tau": path.tau,
+              "prompt_path": path.points}
+    text = (f"PCA map {pca_map.key}: explained variance {np.round(pca_map.explained_variance_ratio, 4).tolist()}\n"
+            f"prompt path τ=0 {np.round(path.points[0], 3).tolist()} -> τ=1 {np.round(path.points[-1], 3).tolist()}")
+    return result, text
+
+
+def _divergence(args, model, tok, u, solver, n_tau):
+    from .solvers import compare_solvers
+    reference = SolverConfig("dopri5", rtol=args.reference_rtol, atol=args.reference_atol, max_steps=args.max_steps)
+    c = compare_solvers(model, tok, args.prompt, u, solver, reference, n_tau=n_tau or 33)
+    text = (f"{c.a.solver_label} (NFE {c.a.nfe}) vs {c.b.solver_label} (NFE {c.b.nfe}): "
+            f"relative divergence at τ=1 {c.final_divergence:.4g} ({100 * c.final_divergence:.4f}%)")
+    return c.to_dict(), text
+
+
+def _regimes(args, model, tok, u, solver, n_tau):
+    from .regimes import nfe_regimes
+    r = nfe_regimes(model, tok, args.prompt, _grid(args), solvers=tuple(args.solvers), rtol=args.rtol, atol=args.atol,
+                    axis=args.axis, targets=tuple(args.targets), max_steps=args.max_steps)
+    lines = [f"{len(r.u)} values of u in [{r.u[0]:g}, {r.u[-1]:g}] at rtol {r.rtol:g}, atol {r.atol:g}: {r.seconds:.2f} s"]
+    for name, values in r.nfe.items():
+        lines.append(f"  {name}: NFE {int(values.min())}..{int(values.max())}")
+    lines.append(f"agreement (max relative NFE difference) {r.agreement:.3f}; accepted steps {r.step_agreement:.3f}")
+    lines.append(f"regime switch u = {r.switch_u}, levels {r.nfe_levels}; semantic crossover u = {r.crossover_u}")
+    return r.to_dict(), "\n".join(lines)
+
+
+def _tolerance(args, model, tok, u, solver, n_tau):
+    from .regimes import tolerance_scaling
+    method = args.solver if args.solver in ADAPTIVE_SOLVERS else "dopri5"
+    s = tolerance_scaling(model, tok, args.prompt, u, args.tolerances, solver=method, max_steps=args.max_steps)
+    text = "\n".join([f"tol {t:g}: NFE {n}" for t, n in zip(s.tolerances, s.nfe)] + [f"log-log slope {s.slope:.3f}"])
+    return s.to_dict(), text
+
+
+def _sweep(args, model, tok, u, solver, n_tau):
+    from .sweep import steering_sweep
+    other = args.style if args.axis == "sentiment" else args.sentiment
+    s = steering_sweep(model, tok, args.prompt, args.targets, _grid(args), axis=args.axis, solver=solver, other=other)
+    lines = [f"u={v:+.2f}: " + ", ".join(f"P({t!r})={p:.4f}" for t, p in zip(s.target_tokens, row))
+             for v, row in zip(s.u, s.probabilities)]
+    lines.append(f"largest jump between neighbours: {s.largest_jump:.4f} at u in {s.largest_jump_u}")
+    if s.notice:
+        lines.append(f"note: {s.notice}")
+    return s.to_dict(), "\n".join(lines)
+
+
+def _lens(args, model, tok, u, solver, n_tau):
+    from .lens import depth_lens
+    lens = depth_lens(model, tok, args.prompt, u, solver, n_tau=n_tau or 11, top_k=args.top_k)
+    lines = [f"τ={t:.2f}: " + ", ".join(f"{tk!r} {p:.3f}" for tk, p in zip(tokens, probs))
+             for t, tokens, probs in zip(lens.tau, lens.top_tokens, lens.top_probs)]
+    return lens.to_dict(), "\n".join(lines)
+
+
+def _contraction(args, model, tok, u, solver, n_tau):
+    from .dynamics import contraction_by_u
+    results = contraction_by_u(model, tok, args.prompt, args.u_values, axis=args.axis, n_tau=n_tau or 33)
+    lines = [f"u={c.u.tolist()}: FTLE(τ=1) {c.final_ftle:+.4g}, max λ_max(S) {c.top_symmetric_eigenvalue.max():+.4g}, "
+             f"contractive everywhere: {c.contractive}" for c in results]
+    return {"by_u": [c.to_dict() for c in results]}, "\n".join(lines)
+
+
+def _convergence(args, model, tok, u, solver, n_tau):
+    from .dynamics import convergence
+    c = convergence(model, tok, args.prompt, u, max_steps=args.convergence_steps)
+    lines = [f"N={n}: Euler {e:.3e}, RK4 {r:.3e}" for n, e, r in zip(c.steps, c.euler_error, c.rk4_error)]
+    lines.append(f"fitted order: Euler {c.euler_order:.3f}, RK4 {c.rk4_order:.3f} (floor {c.floor:.1e})")
+    return c.to_dict(), "\n".join(lines)
+
+
+def _probes(args, model, tok, u, solver, n_tau):
+    from ..data import heldout_reviews
+    from .probes import linear_probes
+    p = linear_probes(model, tok, heldout_reviews(), u=u, solver=solver, max_reviews=args.n_reviews)
+    lines = [f"τ={t:.2f}: held-out accuracy {a:.3f}" for t, a in zip(p.taus, p.accuracy)]
+    lines.append(f"({p.n_train} train / {p.n_test} test reviews; chance {p.chance:.3f})")
+    return p.to_dict(), "\n".join(lines)
+
+
+ANALYSES = {"trajectory": _trajectory, "pca": _pca, "divergence": _divergence, "regimes": _regimes,
+            "tolerance": _tolerance, "sweep": _sweep, "lens": _lens, "contraction": _contraction,
+            "convergence": _convergence, "probes": _probes}

@@ -1,0 +1,108 @@
+"""Paths through hidden-state space on the PCA map, and probe accuracy along depth.
+
+Inputs are plain data: each path is any object with `name`, `u`, `tau` [T] and `points`
+[T, >=2 or 3] (steering.analysis.pca.ProjectedPath fits).
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
+
+U_COLORSCALE = "RdBu"   # red for negative control, blue for positive
+
+
+def u_colors(values, low: float | None = None, high: float | None = None) -> list[str]:
+    values = np.asarray(values, dtype=float)
+    low = float(values.min()) if low is None else low
+    high = float(values.max()) if high is None else high
+    span = high - low
+    positions = np.full(len(values), 0.5) if span == 0 else np.clip((values - low) / span, 0, 1)
+    return sample_colorscale(U_COLORSCALE, positions.tolist())
+
+
+def _path_trace(path, color: str, dims: int, upto: int | None = None, width: float = 2.0):
+    pts = np.asarray(path.points)[: upto if upto is not None else None]
+    tau = np.asarray(path.tau)[: len(pts)]
+    label = f"{path.name} (u={path.u:+.2f})" if path.name else f"u={path.u:+.2f}"
+    hover = [f"{label}<br>τ={t:.3f}" for t in tau]
+    common = dict(mode="lines+markers", name=label, line=dict(color=color, width=width),
+                  marker=dict(size=3, color=color), hovertext=hover, hoverinfo="text")
+    if dims == 3:
+        return go.Scatter3d(x=pts[:, 0], y=pts[:, 1], z=pts[:, 2], **common)
+    return go.Scatter(x=pts[:, 0], y=pts[:, 1], **common)
+
+
+def _start_trace(paths, dims: int):
+    starts = np.array([np.asarray(p.points)[0] for p in paths])
+    common = dict(mode="markers", name="τ = 0", marker=dict(symbol="circle-open", size=9, color="black"))
+    if dims == 3:
+        return go.Scatter3d(x=starts[:, 0], y=starts[:, 1], z=starts[:, 2], **common)
+    return go.Scatter(x=starts[:, 0], y=starts[:, 1], **common)
+
+
+def axis_titles(explained_variance=None, n: int = 3) -> list[str]:
+    if explained_variance is None:
+        return [f"PC{i + 1}" for i in range(n)]
+    return [f"PC{i + 1} ({100 * float(v):.1f}% var.)" for i, v in enumerate(list(explained_variance)[:n])]
+
+
+def pca_paths_figure(paths, dims: int = 2, explained_variance=None, animate: bool = False,
+                     highlight=None, title: str = "Hidden-state paths H̄(τ) on the PCA map") -> go.Figure:
+    """One line per path, coloured by u (red negative, blue positive), τ = 0 circled.
+
+    highlight: extra paths drawn thick in black on top (e.g. the user's own prompt).
+    animate: frames that grow every path along τ, with a play button.
+    """
+    if dims not in (2, 3):
+        raise ValueError("dims must be 2 or 3")
+    paths = list(paths)
+    highlight = list(highlight or [])
+    if not paths and not highlight:
+        raise ValueError("no paths to draw")
+    everything = paths + highlight
+    for p in everything:
+        if np.asarray(p.points).shape[-1] < dims:
+            raise ValueError(f"paths have {np.asarray(p.points).shape[-1]} coordinates; {dims} needed")
+    colors = u_colors([p.u for p in paths]) if paths else []
+    colors += ["black"] * len(highlight)
+    widths = [2.0] * len(paths) + [5.0] * len(highlight)
+    fig = go.Figure([_path_trace(p, c, dims, width=w) for p, c, w in zip(everything, colors, widths)])
+    fig.add_trace(_start_trace(everything, dims))
+    titles = axis_titles(explained_variance, dims)
+    if dims == 3:
+        fig.update_layout(scene=dict(xaxis_title=titles[0], yaxis_title=titles[1], zaxis_title=titles[2]))
+    else:
+        fig.update_layout(xaxis_title=titles[0], yaxis_title=titles[1])
+    fig.update_layout(title=title, legend_title_text="path")
+    if animate:
+        n_tau = min(len(np.asarray(p.tau)) for p in everything)
+        tau = np.asarray(everything[0].tau)
+        fig.frames = [go.Frame(data=[_path_trace(p, c, dims, upto=k + 1, width=w)
+                                     for p, c, w in zip(everything, colors, widths)],
+                               traces=list(range(len(everything))), name=f"{tau[k]:.3f}")
+                      for k in range(n_tau)]
+        fig.update_layout(
+            updatemenus=[dict(type="buttons", showactive=False, x=0.0, y=-0.12, xanchor="left", buttons=[
+                dict(label="▶ play", method="animate",
+                     args=[None, dict(frame=dict(duration=120, redraw=dims == 3), fromcurrent=True)]),
+                dict(label="❚❚ pause", method="animate",
+                     args=[[None], dict(frame=dict(duration=0, redraw=False), mode="immediate")])])],
+            sliders=[dict(currentvalue=dict(prefix="τ = "), pad=dict(t=40), steps=[
+                dict(label=f.name, method="animate",
+                     args=[[f.name], dict(mode="immediate", frame=dict(duration=0, redraw=dims == 3))])
+                for f in fig.frames])])
+    return fig
+
+
+def probes_figure(probes, title: str = "Sentiment separability of H̄(τ) (held-out linear probe)") -> go.Figure:
+    """Held-out (and train) accuracy against τ, with the chance level."""
+    taus = np.asarray(probes.taus, dtype=float)
+    fig = go.Figure([
+        go.Scatter(x=taus, y=np.asarray(probes.accuracy), mode="lines+markers", name="held-out accuracy"),
+        go.Scatter(x=taus, y=np.asarray(probes.train_accuracy), mode="lines+markers", name="train accuracy",
+                   line=dict(dash="dot")),
+        go.Scatter(x=[0.0, 1.0], y=[probes.chance] * 2, mode="lines", name="chance", line=dict(color="gray", dash="dash")),
+    ])
+    fig.update_layout(title=title, xaxis_title="depth τ", yaxis_title="accuracy", yaxis_range=[0, 1.02])
+    return fig

@@ -1,0 +1,103 @@
+import numpy as np
+import pytest
+import torch
+from torchdiffeq import odeint
+
+from steering.analysis.inputs import tau_values, u_grid_array
+from steering.analysis.trajectories import compute_trajectory, infer_adaptive_steps, pooled
+from steering.ode import SolverConfig, SolverStepLimitError
+
+PROMPT = "The movie was great"
+
+
+def count_calls(module):
+    calls = []
+    module.register_forward_hook(lambda *_: calls.append(1))
+    return calls
+
+
+@pytest.mark.parametrize("solver", [SolverConfig("euler", steps=4), SolverConfig("rk4", steps=3),
+                                    SolverConfig("dopri5", rtol=1e-6, atol=1e-7),
+                                    SolverConfig("adaptive_heun", rtol=1e-5, atol=1e-6)])
+def test_reported_nfe_is_the_fields_call_count(small_hybrid, small_tokenizer, solver):
+    calls = count_calls(small_hybrid.field)
+    traj = compute_trajectory(small_hybrid, small_tokenizer, PROMPT, [1.0, 0.0], solver, n_tau=33)
+    assert traj.nfe == len(calls) == len(traj.eval_taus)
+    assert traj.states.shape[:2] == (33, len(traj.token_strings))
+    assert traj.tau[0] == 0.0 and traj.tau[-1] == 1.0
+    expected = {"euler": 4, "rk4": 12}.get(solver.method)
+    if expected is not None:
+        assert traj.nfe == expected
+
+
+def test_fixed_solver_steps_are_the_grid(small_hybrid, small_tokenizer):
+    traj = compute_trajectory(small_hybrid, small_tokenizer, PROMPT, [0.5, 0.0], SolverConfig("euler", steps=4))
+    assert traj.accepted_taus == [0.0, 0.25, 0.5, 0.75] and traj.rejected_taus == []
+
+
+class Stiffish(torch.nn.Module):
+    """A field whose sharp bump forces the adaptive solvers to reject steps."""
+
+    def __init__(self):
+        super().__init__()
+        self.times, self.accepted, self.rejected = [], [], []
+
+    def forward(self, t, y):
+        self.times.append(float(t))
+        return -y + 40 * torch.exp(-((t - 0.6) / 0.03) ** 2) * torch.ones_like(y)
+
+    def callback_accept_step(self, t0, y0, dt):
+        self.accepted.append((float(t0), float(dt)))
+
+    def callback_reject_step(self, t0, y0, dt):
+        self.rejected.append((float(t0), float(dt)))
+
+
+@pytest.mark.parametrize("method", ["dopri5", "bosh3", "adaptive_heun"])
+def test_inferred_steps_match_torchdiffeqs_own_callbacks(method):
+    field = Stiffish()
+    odeint(field, torch.ones(3), torch.tensor([0.0, 1.0]), method=method, rtol=1e-6, atol=1e-8)
+    log = infer_adaptive_steps(field.times, method)
+    assert len(field.rejected) > 0, "the test field must provoke rejections"
+    assert [t for t, _ in log.accepted] == pytest.approx([t for t, _ in field.accepted], abs=1e-6)
+    assert [t for t, _ in log.rejected] == pytest.approx([t for t, _ in field.rejected], abs=1e-6)
+    assert [s for _, s in log.accepted] == pytest.approx([s for _, s in field.accepted], rel=1e-4, abs=1e-6)
+
+
+def test_pooled_is_the_mean_token_path(small_hybrid, small_tokenizer):
+    traj = compute_trajectory(small_hybrid, small_tokenizer, PROMPT, 0.3, n_tau=5)
+    assert np.allclose(pooled(traj), traj.states.mean(axis=1))
+    assert traj.u.tolist() == pytest.approx([0.3, 0.0])
+    assert np.abs(traj.states[-1] - traj.states[0]).max() > 1e-4   # the field moved the state
+
+
+def test_discrete_model_gives_its_block_boundaries(small_discrete, small_tokenizer):
+    traj = compute_trajectory(small_discrete, small_tokenizer, PROMPT, [0.0, 0.0])
+    assert traj.nfe == small_discrete.config.n_mid and len(traj.tau) == small_discrete.config.n_mid + 1
+
+
+def test_bad_inputs_are_clear_errors(small_hybrid, small_tokenizer):
+    with pytest.raises(ValueError, match="unknown solver"):
+        compute_trajectory(small_hybrid, small_tokenizer, PROMPT, [0, 0], "rk45")
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        compute_trajectory(small_hybrid, small_tokenizer, PROMPT, [0, 0], tau=[0.0, 0.5, 1.5])
+    with pytest.raises(ValueError, match="increasing"):
+        compute_trajectory(small_hybrid, small_tokenizer, PROMPT, [0, 0], tau=[0.0, 0.7, 0.5])
+    with pytest.raises(ValueError, match="n_tau"):
+        compute_trajectory(small_hybrid, small_tokenizer, PROMPT, [0, 0], n_tau=1)
+    with pytest.raises(ValueError, match="control"):
+        compute_trajectory(small_hybrid, small_tokenizer, PROMPT, [9.0, 0])
+    with pytest.raises(ValueError, match="rtol"):
+        SolverConfig("dopri5", rtol=0.0)
+    with pytest.raises(ValueError, match="empty"):
+        u_grid_array([])
+    with pytest.raises(ValueError, match="increasing"):
+        u_grid_array([0.0, -1.0])
+    with pytest.raises(ValueError):
+        tau_values([-0.1])
+
+
+def test_adaptive_solve_hits_the_step_cap_not_a_hang(small_hybrid, small_tokenizer):
+    capped = SolverConfig("dopri5", rtol=1e-12, atol=1e-12, max_steps=2)
+    with pytest.raises(SolverStepLimitError, match="max_steps=2"):
+        compute_trajectory(small_hybrid, small_tokenizer, PROMPT, [2.0, 0.0], capped)
