@@ -108,6 +108,21 @@ def _evaluate_args(p):
 ARGUMENTS = {"train": _train_args, "generate": _generate_args, "evaluate": _evaluate_args}
 
 
+@command("analyze", "trajectories, PCA map, solver divergence, NFE regimes, lens, contraction, convergence, probes")
+def _analyze(args):
+    from .analysis.cli import run_analyze
+    run_analyze(args, solver_from_args(args))
+
+
+def _analyze_args(p):
+    from .analysis.cli import add_analyze_args
+    add_analyze_args(p)
+    add_solver_args(p)
+
+
+ARGUMENTS["analyze"] = _analyze_args
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m steering", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
