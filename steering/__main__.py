@@ -91,6 +91,41 @@ def _generate_args(p):
     add_solver_args(p)
 
 
+@command("bench", "efficiency ratios, hybrid vs discrete: latency, FLOPs, KV cache, training memory, NFE sweep")
+def _bench(args):
+    from .bench import DEMO_CONFIG, demo_tokenizer, format_report, random_demo_models, run_bench
+    if args.random_demo:
+        hybrid, discrete = random_demo_models(DEMO_CONFIG)
+        tok = demo_tokenizer(DEMO_CONFIG["vocab_size"])
+        spec, label = {"source": "random", "config": DEMO_CONFIG}, "random demo-size models"
+    else:
+        from .checkpoint import load_checkpoint
+        hybrid, tok, _ = load_checkpoint(args.checkpoint)
+        discrete, _, _ = load_checkpoint(args.baseline)
+        spec, label = {"source": "checkpoint", "checkpoint": str(args.checkpoint)}, f"{args.checkpoint} vs {args.baseline}"
+    if hybrid.config.arch != "hybrid" or discrete.config.arch != "discrete":
+        raise ValueError("--checkpoint must hold a hybrid model and --baseline a discrete one")
+    report = run_bench(hybrid, discrete, tok, memory_spec=spec, repeats=args.repeats, label=label)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else format_report(report))
+
+
+def _bench_args(p):
+    from .checkpoint import DEFAULT_BASELINE
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid checkpoint")
+    p.add_argument("--baseline", default=str(DEFAULT_BASELINE), help="the discrete baseline checkpoint")
+    p.add_argument("--repeats", type=_at_least_seven, default=7, help="timed runs of each side (median; at least 7)")
+    p.add_argument("--random-demo", action="store_true",
+                   help="randomly initialised demo-size models instead of checkpoints (latency and memory only)")
+
+
+def _at_least_seven(text: str) -> int:
+    value = int(text)
+    if value < 7:
+        raise argparse.ArgumentTypeError(f"repeats must be at least 7 (the median of fewer runs is too noisy), got {value}")
+    return value
+
+
 @command("evaluate", "judge steered generations and check both models on the held-out split")
 def _evaluate(args):
     from .evaluate import run
@@ -105,7 +140,7 @@ def _evaluate_args(p):
     p.add_argument("--baseline", default=str(DEFAULT_BASELINE), help="the discrete baseline's folder")
 
 
-ARGUMENTS = {"train": _train_args, "generate": _generate_args, "evaluate": _evaluate_args}
+ARGUMENTS = {"train": _train_args, "generate": _generate_args, "bench": _bench_args, "evaluate": _evaluate_args}
 
 
 @command("analyze", "trajectories, PCA map, solver divergence, NFE regimes, lens, contraction, convergence, probes")

@@ -1,0 +1,486 @@
+"""Efficiency benchmark: the hybrid against the discrete baseline, measured side by side in one run.
+
+Every figure is a ratio of two measurements taken in the same process (or, for
+memory, in twin subprocesses started the same way), so the load on the machine
+cancels out as far as it can:
+
+* forward latency, hybrid / discrete, batch 8 x 128 tokens, no grad, the training
+  solver (Euler, 4 steps). The two models run alternately, one warm-up each, and the
+  median of `repeats` runs of each is compared.
+* FLOP ratio, hybrid / discrete, counted analytically from the two configs: every
+  matrix product of one forward pass at 2 FLOPs per multiply-add (attention scores
+  and values counted over the full T x T square, as a dense kernel computes them).
+  It is the floor the latency ratio can reach while both models are bound by their
+  matrix products. `FlopCounterMode` is run as a cross-check; on CPU it does not see
+  inside `scaled_dot_product_attention` (its CPU kernel has no FLOP formula), so the
+  counted figure is compared with the analytic count without attention.
+* generation tokens/s of the hybrid with the KV cache over without it, greedy, from a
+  prompt that with the new tokens fills the 128-token context.
+* training-step peak memory of the hybrid (forward with the roughness term as in
+  training, cross-entropy, backward), 64 against 4 Euler steps, with the adjoint method
+  and with direct backprop. Method: each configuration runs in a fresh Python
+  subprocess with glibc's mmap threshold fixed (MALLOC_MMAP_THRESHOLD_), so freed
+  tensors go back to the OS instead of staying in the heap. The subprocess loads the
+  model, runs one small warm-up step (batch 1, 8 tokens, so lazy kernel set-up is
+  not billed to the step), frees the gradients, and takes the resident set size as the
+  baseline. It then resets the kernel's peak-RSS mark (writing 5 to
+  /proc/self/clear_refs) and runs one full training step; the growth is the peak RSS
+  (VmHWM) minus the baseline. Where the peak mark cannot be reset, the peak comes
+  from getrusage(ru_maxrss), which then also holds the load and warm-up peaks; the
+  result says which was used (`memory_method`).
+* the time of the 41-point NFE sweep over sentiment -2 ... +2 (the regimes view):
+  `steering.analysis.regimes.nfe_regimes` when it is installed, else 41 dopri5 solves of
+  the ODE block for a 16-token prompt.
+
+All latency and memory figures only mean something at the demo size; `--random-demo`
+builds randomly initialised demo-size models so the bench runs without shipped weights.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .model import DiscreteTransformer, HybridODETransformer, ModelConfig, build_model
+from .ode import TRAINING_SOLVER, SolverConfig
+
+DEMO_CONFIG = dict(d_model=256, n_heads=4, vocab_size=4096, block_size=128, field_hidden=512, control_embed_dim=32)
+LATENCY_BATCH, LATENCY_TOKENS = 8, 128
+MEMORY_BATCH, MEMORY_TOKENS = 8, 128
+GENERATION_CONTEXT, GENERATION_NEW_TOKENS = 128, 32
+SWEEP_POINTS, SWEEP_PROMPT_TOKENS = 41, 16
+SWEEP_SOLVER = SolverConfig("dopri5", rtol=1e-3, atol=1e-4)
+SWEEP_PROMPT = "The film opens on a quiet street, and for a while nothing much happens"
+MIN_REPEATS = 7
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+GOALS = {"latency_ratio": ("<=", 0.90), "kv_cache_speedup": (">=", 5.0), "adjoint_mem_ratio_64_4": ("<=", 1.2)}
+PAPER = {"latency_ratio": 0.98}
+
+
+# ---------------------------------------------------------------- FLOPs
+
+def forward_flops(cfg: ModelConfig, batch: int, tokens: int, field_evals: int = TRAINING_SOLVER.steps,
+                  attention: bool = True) -> int:
+    """Matrix-product FLOPs of one forward pass (2 per multiply-add), from the config alone.
+
+    field_evals: vector-field evaluations of the ODE block (Euler: one per step); unused
+    for the discrete model. attention=False leaves out the QK^T and AV products.
+    """
+    d, n = cfg.d_model, batch * tokens
+    block = 2 * n * (3 * d * d + d * d + 2 * cfg.mlp_ratio * d * d)
+    if attention:
+        block += 2 * 2 * batch * tokens * tokens * d
+    head = 2 * n * d * cfg.vocab_size
+    if cfg.arch == "discrete":
+        middle = cfg.n_mid * block
+    else:
+        per_eval = 2 * n * ((d + cfg.control_embed_dim + 1) * cfg.field_hidden + cfg.field_hidden * d)
+        per_eval += 2 * batch * cfg.control_dim * cfg.control_embed_dim
+        middle = field_evals * per_eval
+    return (cfg.n_pre + cfg.n_post) * block + middle + head
+
+
+def counted_forward_flops(model, idx: torch.Tensor, solver: SolverConfig = TRAINING_SOLVER) -> int:
+    """FLOPs of one forward pass as torch.utils.flop_counter sees them (on CPU: without attention)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    u = torch.zeros(idx.shape[0], model.config.control_dim)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(idx, u, solver)
+    return int(counter.get_total_flops())
+
+
+# ---------------------------------------------------------------- latency
+
+@dataclass
+class LatencyResult:
+    hybrid_s: list[float]
+    discrete_s: list[float]
+
+    @property
+    def hybrid_median_s(self) -> float:
+        return statistics.median(self.hybrid_s)
+
+    @property
+    def discrete_median_s(self) -> float:
+        return statistics.median(self.discrete_s)
+
+    @property
+    def ratio(self) -> float:
+        return self.hybrid_median_s / self.discrete_median_s
+
+
+def _time_call(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def measure_latency(hybrid, discrete, batch: int = LATENCY_BATCH, tokens: int = LATENCY_TOKENS,
+                    repeats: int = MIN_REPEATS, solver: SolverConfig = TRAINING_SOLVER, seed: int = 0) -> LatencyResult:
+    """No-grad forward time of each model on the same batch, runs alternating, one warm-up each."""
+    tokens = min(tokens, hybrid.config.block_size, discrete.config.block_size)
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, min(hybrid.config.vocab_size, discrete.config.vocab_size), (batch, tokens), generator=gen)
+    u = torch.zeros(batch, hybrid.config.control_dim)
+    runs = {"hybrid": [], "discrete": []}
+    with torch.no_grad():
+        for model in (hybrid, discrete):
+            model(idx, u, solver)
+        for _ in range(repeats):
+            runs["hybrid"].append(_time_call(lambda: hybrid(idx, u, solver)))
+            runs["discrete"].append(_time_call(lambda: discrete(idx, u, solver)))
+    return LatencyResult(runs["hybrid"], runs["discrete"])
+
+
+# ---------------------------------------------------------------- generation with and without the KV cache
+
+@dataclass
+class CacheResult:
+    new_tokens: int
+    prompt_tokens: int
+    cached_s: list[float]
+    uncached_s: list[float]
+    same_tokens: bool        # greedy decoding must give the same tokens either way
+
+    @property
+    def cached_tokens_per_s(self) -> float:
+        return self.new_tokens / statistics.median(self.cached_s)
+
+    @property
+    def uncached_tokens_per_s(self) -> float:
+        return self.new_tokens / statistics.median(self.uncached_s)
+
+    @property
+    def speedup(self) -> float:
+        return self.cached_tokens_per_s / self.uncached_tokens_per_s
+
+
+def measure_kv_cache(model, context: int = GENERATION_CONTEXT, new_tokens: int = GENERATION_NEW_TOKENS,
+                     repeats: int = MIN_REPEATS, seed: int = 0) -> CacheResult:
+    """Greedy generation of `new_tokens` after a prompt that together with them fills `context` tokens."""
+    from .generate import sample_tokens
+    context = min(context, model.config.block_size)
+    new_tokens = min(new_tokens, context - 1)
+    gen = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(0, model.config.vocab_size, (context - new_tokens,), generator=gen).tolist()
+    u = torch.zeros(1, model.config.control_dim)
+
+    def run(use_cache: bool):
+        return sample_tokens(model, prompt, u, new_tokens, temperature=0.0, use_cache=use_cache)[0]
+
+    same = bool(torch.equal(run(True), run(False)))   # also the warm-up
+    cached, uncached = [], []
+    for _ in range(repeats):
+        cached.append(_time_call(lambda: run(True)))
+        uncached.append(_time_call(lambda: run(False)))
+    return CacheResult(new_tokens, len(prompt), cached, uncached, same)
+
+
+# ---------------------------------------------------------------- training-step peak memory
+
+@dataclass
+class MemoryResult:
+    steps: int
+    adjoint: bool
+    growth_bytes: int        # peak RSS during the step minus RSS just before it
+    baseline_bytes: int
+    method: str              # "VmHWM after clear_refs" or "ru_maxrss"
+    step_s: float
+
+    @property
+    def growth_mb(self) -> float:
+        return self.growth_bytes / 2**20
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _hwm_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise OSError("VmHWM not in /proc/self/status")
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _maxrss_bytes() -> int:
+    import resource
+    scale = 1 if sys.platform == "darwin" else 1024   # bytes on macOS, kilobytes on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
+def _load_models(spec: dict):
+    if spec["source"] == "random":
+        return random_demo_models(spec.get("config", DEMO_CONFIG), seed=spec.get("seed", 0))
+    from .checkpoint import load_checkpoint
+    hybrid, _, _ = load_checkpoint(spec["checkpoint"])
+    return hybrid, None
+
+
+def training_step(model, x: torch.Tensor, y: torch.Tensor, u: torch.Tensor, solver: SolverConfig):
+    """One training step's forward and backward, as the trainer computes it (LM loss + roughness)."""
+    logits, roughness = model(x, u, solver)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)) + roughness
+    loss.backward()
+
+
+def memory_probe(spec: dict) -> dict:
+    """Runs inside the fresh subprocess: the peak memory growth of one training step."""
+    torch.manual_seed(0)
+    model, _ = _load_models(spec)
+    model.train()
+    cfg = model.config
+    solver = SolverConfig("euler", steps=spec["steps"], adjoint=spec["adjoint"])
+    tokens = min(spec["tokens"], cfg.block_size)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(0, cfg.vocab_size, (spec["batch"], tokens + 1), generator=gen)
+    x, y = x[:, :-1].contiguous(), x[:, 1:].contiguous()
+    u = torch.rand(spec["batch"], cfg.control_dim, generator=gen) * 2 - 1
+    training_step(model, x[:1, :8], y[:1, :8], u[:1], solver)
+    model.zero_grad(set_to_none=True)
+    gc.collect()
+    baseline = _rss_bytes()
+    resettable = _reset_peak_rss()
+    before_peak = _hwm_bytes() if resettable else _maxrss_bytes()
+    start = time.perf_counter()
+    training_step(model, x, y, u, solver)
+    elapsed = time.perf_counter() - start
+    peak = _hwm_bytes() if resettable else _maxrss_bytes()
+    return {"steps": spec["steps"], "adjoint": spec["adjoint"], "growth_bytes": max(peak - baseline, 0),
+            "baseline_bytes": baseline, "method": "VmHWM after clear_refs" if resettable else "ru_maxrss",
+            "step_s": elapsed, "peak_moved": peak > before_peak}
+
+
+def measure_training_memory(spec: dict, steps: int, adjoint: bool, batch: int = MEMORY_BATCH,
+                            tokens: int = MEMORY_TOKENS, timeout_s: float = 300) -> MemoryResult:
+    """Peak memory growth of one hybrid training step, measured in a fresh subprocess (see the module doc)."""
+    probe = {**spec, "steps": steps, "adjoint": adjoint, "batch": batch, "tokens": tokens}
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    code = "import json, sys; from steering.bench import memory_probe; print(json.dumps(memory_probe(json.loads(sys.argv[1]))))"
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(probe)], capture_output=True, text=True,
+                          env=env, timeout=timeout_s)
+    if done.returncode != 0:
+        raise RuntimeError(f"memory probe ({steps} steps, adjoint={adjoint}) failed:\n{done.stderr[-2000:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    if not out.pop("peak_moved"):
+        raise RuntimeError(f"memory probe ({steps} steps, adjoint={adjoint}): the step never raised the peak RSS, "
+                           "so its growth cannot be told apart from the load; use a larger batch")
+    return MemoryResult(**out)
+
+
+# ---------------------------------------------------------------- the 41-point NFE sweep
+
+@dataclass
+class SweepResult:
+    seconds: float
+    points: int
+    total_nfe: int
+    method: str              # "nfe_regimes" or "direct dopri5 solves"
+
+
+def measure_regimes_sweep(model, tok=None, points: int = SWEEP_POINTS) -> SweepResult:
+    """Time the NFE sweep over sentiment -2 ... +2 (style 0) at the sweep solver."""
+    u_grid = torch.linspace(-2.0, 2.0, points)
+    try:
+        from .analysis.regimes import nfe_regimes
+    except ImportError:
+        nfe_regimes = None
+    if nfe_regimes is not None and tok is not None:
+        result = nfe_regimes(model, tok, SWEEP_PROMPT, u_grid.tolist())
+        total = int(sum(int(np.sum(per_u)) for per_u in result.nfe.values()))
+        solvers = ", ".join(result.nfe)
+        return SweepResult(float(result.seconds), points, total, f"nfe_regimes ({solvers}, as the regimes view)")
+    gen = torch.Generator().manual_seed(0)
+    idx = torch.randint(0, model.config.vocab_size, (1, min(SWEEP_PROMPT_TOKENS, model.config.block_size)),
+                        generator=gen)
+    total = 0
+    start = time.perf_counter()
+    with torch.no_grad():
+        h0 = model.encode(idx)
+        for value in u_grid.tolist():
+            total += model.middle(h0, torch.tensor([[value, 0.0]]), SWEEP_SOLVER).nfe
+    return SweepResult(time.perf_counter() - start, points, total, "direct dopri5 solves")
+
+
+# ---------------------------------------------------------------- models
+
+def random_demo_models(config: dict = DEMO_CONFIG, seed: int = 0):
+    """Randomly initialised demo-size hybrid and discrete models (eval mode).
+
+    The hybrid's field gets the scale of a trained one (output weights std 0.05, α 0.5),
+    so adaptive solvers have a non-trivial flow to follow; fixed-step costs do not
+    depend on the weights.
+    """
+    torch.manual_seed(seed)
+    hybrid = HybridODETransformer(ModelConfig(arch="hybrid", **config))
+    torch.nn.init.normal_(hybrid.field.fc_out.weight, std=0.05)
+    with torch.no_grad():
+        hybrid.field.alpha.fill_(0.5)
+    torch.manual_seed(seed)
+    discrete = DiscreteTransformer(ModelConfig(arch="discrete", **config))
+    return hybrid.eval(), discrete.eval()
+
+
+def demo_tokenizer(vocab_size: int):
+    from . import data
+    from .tokenizer import train_tokenizer
+    return train_tokenizer([r.text for r in data.train_reviews()[::8]], vocab_size)
+
+
+# ---------------------------------------------------------------- the whole bench
+
+@dataclass
+class BenchReport:
+    latency_ratio: float
+    flop_ratio: float
+    kv_cache_speedup: float
+    adjoint_mem_ratio_64_4: float
+    direct_mem_ratio_64_4: float
+    regimes_sweep_s: float
+    raw: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out.update(out.pop("raw"))
+        return out
+
+
+def _mem_raw(result: MemoryResult) -> dict:
+    return {"growth_mb": result.growth_mb, "baseline_mb": result.baseline_bytes / 2**20, "step_s": result.step_s}
+
+
+def run_bench(hybrid, discrete, tok=None, *, memory_spec: dict, repeats: int = MIN_REPEATS,
+              latency_shape: tuple[int, int] = (LATENCY_BATCH, LATENCY_TOKENS),
+              memory_shape: tuple[int, int] = (MEMORY_BATCH, MEMORY_TOKENS),
+              generation: tuple[int, int] = (GENERATION_CONTEXT, GENERATION_NEW_TOKENS),
+              memory_steps: tuple[int, int] = (4, 64), label: str = "") -> BenchReport:
+    """All measurements; `memory_spec` tells the memory subprocesses how to rebuild the hybrid."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be a positive integer, got {repeats}")
+    if not isinstance(hybrid, HybridODETransformer) or not isinstance(discrete, DiscreteTransformer):
+        raise ValueError("run_bench needs a hybrid model and a discrete baseline, in that order")
+    started = time.perf_counter()
+    hybrid.eval(), discrete.eval()
+    batch, tokens = latency_shape
+    latency = measure_latency(hybrid, discrete, batch, tokens, repeats)
+    tokens = min(tokens, hybrid.config.block_size)
+    idx = torch.zeros(batch, tokens, dtype=torch.long)
+    nfe = TRAINING_SOLVER.steps
+    flops_h = forward_flops(hybrid.config, batch, tokens, nfe)
+    flops_d = forward_flops(discrete.config, batch, tokens)
+    counted_h, counted_d = counted_forward_flops(hybrid, idx), counted_forward_flops(discrete, idx)
+    cache = measure_kv_cache(hybrid, *generation, repeats=repeats)
+    few, many = memory_steps
+    memory = {(steps, adjoint): measure_training_memory(memory_spec, steps, adjoint, *memory_shape)
+              for adjoint in (True, False) for steps in (few, many)}
+    sweep = measure_regimes_sweep(hybrid, tok)
+    raw = {
+        "label": label,
+        "torch_threads": torch.get_num_threads(),
+        "repeats": repeats,
+        "latency_shape": [batch, tokens],
+        "latency_solver": TRAINING_SOLVER.label(),
+        "hybrid_forward_ms": latency.hybrid_median_s * 1e3,
+        "discrete_forward_ms": latency.discrete_median_s * 1e3,
+        "hybrid_forward_runs_ms": [t * 1e3 for t in latency.hybrid_s],
+        "discrete_forward_runs_ms": [t * 1e3 for t in latency.discrete_s],
+        "flop_method": "analytic matmul FLOPs from the configs (2 per multiply-add, full T x T attention)",
+        "hybrid_gflops": flops_h / 1e9,
+        "discrete_gflops": flops_d / 1e9,
+        "flop_ratio_without_attention": forward_flops(hybrid.config, batch, tokens, nfe, attention=False)
+                                        / forward_flops(discrete.config, batch, tokens, attention=False),
+        "hybrid_gflops_counted": counted_h / 1e9,
+        "discrete_gflops_counted": counted_d / 1e9,
+        "flop_ratio_counted": counted_h / counted_d,
+        "kv_cache_prompt_tokens": cache.prompt_tokens,
+        "kv_cache_new_tokens": cache.new_tokens,
+        "cached_tokens_per_s": cache.cached_tokens_per_s,
+        "uncached_tokens_per_s": cache.uncached_tokens_per_s,
+        "kv_cache_same_tokens": cache.same_tokens,
+        "memory_method": memory[(few, True)].method,
+        "memory_shape": [memory_shape[0], min(memory_shape[1], hybrid.config.block_size)],
+        "memory_steps": [few, many],
+        **{f"{'adjoint' if adjoint else 'direct'}_{steps}_steps": _mem_raw(result)
+           for (steps, adjoint), result in memory.items()},
+        "regimes_sweep_points": sweep.points,
+        "regimes_sweep_nfe": sweep.total_nfe,
+        "regimes_sweep_method": sweep.method,
+        "bench_s": time.perf_counter() - started,
+    }
+    return BenchReport(
+        latency_ratio=latency.ratio,
+        flop_ratio=flops_h / flops_d,
+        kv_cache_speedup=cache.speedup,
+        adjoint_mem_ratio_64_4=memory[(many, True)].growth_bytes / memory[(few, True)].growth_bytes,
+        direct_mem_ratio_64_4=memory[(many, False)].growth_bytes / memory[(few, False)].growth_bytes,
+        regimes_sweep_s=sweep.seconds,
+        raw=raw,
+    )
+
+
+def format_report(report: BenchReport) -> str:
+    r = report.to_dict()
+
+    def goal(key):
+        if key not in GOALS:
+            return ""
+        op, target = GOALS[key]
+        met = report_value(report, key) <= target if op == "<=" else report_value(report, key) >= target
+        return f"goal {op} {target:g}: {'met' if met else 'MISSED'}"
+
+    lines = [f"bench {r['label']} ({r['torch_threads']} thread(s), median of {r['repeats']}, {r['bench_s']:.0f} s)"]
+    rows = [
+        ("latency_ratio", f"{r['latency_ratio']:.3f}x", f"hybrid {r['hybrid_forward_ms']:.1f} ms / discrete "
+         f"{r['discrete_forward_ms']:.1f} ms, batch {r['latency_shape'][0]} x {r['latency_shape'][1]}, "
+         f"{r['latency_solver']}; paper {PAPER['latency_ratio']}x"),
+        ("flop_ratio", f"{r['flop_ratio']:.3f}x", f"{r['hybrid_gflops']:.2f} / {r['discrete_gflops']:.2f} GFLOP "
+         f"(analytic; FlopCounterMode without attention: {r['flop_ratio_counted']:.3f}x)"),
+        ("kv_cache_speedup", f"{r['kv_cache_speedup']:.1f}x", f"{r['cached_tokens_per_s']:.0f} vs "
+         f"{r['uncached_tokens_per_s']:.0f} tokens/s, {r['kv_cache_new_tokens']} new after "
+         f"{r['kv_cache_prompt_tokens']} prompt tokens"),
+    ]
+    few, many = r["memory_steps"]
+    for kind in ("adjoint", "direct"):
+        a, b = r[f"{kind}_{many}_steps"], r[f"{kind}_{few}_steps"]
+        rows.append((f"{kind}_mem_ratio_64_4", f"{r[f'{kind}_mem_ratio_64_4']:.2f}x",
+                     f"{a['growth_mb']:.1f} MB at {many} steps / {b['growth_mb']:.1f} MB at {few}"))
+    rows.append(("regimes_sweep_s", f"{r['regimes_sweep_s']:.2f} s",
+                 f"{r['regimes_sweep_points']} points, {r['regimes_sweep_nfe']} NFE ({r['regimes_sweep_method']})"))
+    for key, value, detail in rows:
+        lines.append(f"  {key:<24}{value:>10}   {goal(key):<22} {detail}")
+    lines.append(f"  memory: {r['memory_method']}; batch {r['memory_shape'][0]} x {r['memory_shape'][1]}")
+    return "\n".join(lines)
+
+
+def report_value(report: BenchReport, key: str) -> float:
+    return float(getattr(report, key))
+
+
+def all_finite(report: BenchReport) -> bool:
+    return all(math.isfinite(report_value(report, k)) for k in
+               ("latency_ratio", "flop_ratio", "kv_cache_speedup", "adjoint_mem_ratio_64_4",
+                "direct_mem_ratio_64_4", "regimes_sweep_s"))

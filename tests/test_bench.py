@@ -1,0 +1,149 @@
+"""The efficiency bench on small models: every figure present, finite and drawn from real measurements.
+
+No test here asserts a speed: timings on a shared 2-core machine say nothing. What is
+checked is what must hold whatever the load: the analytic FLOP count equals what torch
+counts, greedy decoding gives the same tokens with and without the cache, and direct
+backprop through 64 Euler steps needs far more memory than through 4 while the adjoint
+method does not.
+"""
+import contextlib
+import io
+import json
+import math
+
+import pytest
+import torch
+
+from steering import bench
+from steering.__main__ import main
+from steering.checkpoint import save_checkpoint
+from steering.model import DiscreteTransformer, HybridODETransformer, ModelConfig
+from steering.ode import SolverConfig
+
+# Big enough that 64 stored Euler steps (about 1 MB each) stand far above allocator noise.
+BENCH_SMALL = dict(vocab_size=300, block_size=64, d_model=64, n_heads=2, field_hidden=128, control_embed_dim=8)
+RATIO_KEYS = ("latency_ratio", "flop_ratio", "kv_cache_speedup", "adjoint_mem_ratio_64_4",
+              "direct_mem_ratio_64_4", "regimes_sweep_s")
+
+
+def _models(vocab_size: int):
+    config = {**BENCH_SMALL, "vocab_size": vocab_size}
+    hybrid, discrete = bench.random_demo_models(config, seed=0)
+    return hybrid, discrete, config
+
+
+@pytest.fixture(scope="module")
+def bench_checkpoints(small_tokenizer, tmp_path_factory):
+    hybrid, discrete, _ = _models(small_tokenizer.get_vocab_size())
+    root = tmp_path_factory.mktemp("bench")
+    return (save_checkpoint(hybrid, root / "hybrid", small_tokenizer, dtype=torch.float32),
+            save_checkpoint(discrete, root / "discrete", small_tokenizer, dtype=torch.float32))
+
+
+@pytest.fixture(scope="module")
+def bench_json(bench_checkpoints):
+    """The whole bench, run once through the CLI on the small checkpoints."""
+    hybrid_dir, discrete_dir = bench_checkpoints
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["bench", "--json", "--checkpoint", str(hybrid_dir), "--baseline", str(discrete_dir)])
+    assert code == 0
+    return json.loads(out.getvalue())
+
+
+def test_bench_json_has_every_ratio_finite_and_positive(bench_json):
+    for key in RATIO_KEYS:
+        assert key in bench_json, key
+        assert math.isfinite(bench_json[key]) and bench_json[key] > 0, (key, bench_json[key])
+    assert bench_json["repeats"] >= 7
+    assert len(bench_json["hybrid_forward_runs_ms"]) == len(bench_json["discrete_forward_runs_ms"]) == 7
+    median = sorted(bench_json["hybrid_forward_runs_ms"])[3]
+    assert bench_json["hybrid_forward_ms"] == pytest.approx(median)
+    assert bench_json["latency_ratio"] == pytest.approx(bench_json["hybrid_forward_ms"] / bench_json["discrete_forward_ms"])
+
+
+def test_bench_memory_ratios_come_from_two_real_measurements(bench_json):
+    assert bench_json["memory_method"] in ("VmHWM after clear_refs", "ru_maxrss")
+    for kind in ("adjoint", "direct"):
+        many, few = bench_json[f"{kind}_64_steps"], bench_json[f"{kind}_4_steps"]
+        assert many["growth_mb"] > 0 and few["growth_mb"] > 0
+        assert bench_json[f"{kind}_mem_ratio_64_4"] == pytest.approx(many["growth_mb"] / few["growth_mb"])
+    # direct backprop keeps every step's activations (about 1 MB each here); the adjoint keeps none
+    direct_extra = bench_json["direct_64_steps"]["growth_mb"] - bench_json["direct_4_steps"]["growth_mb"]
+    adjoint_extra = bench_json["adjoint_64_steps"]["growth_mb"] - bench_json["adjoint_4_steps"]["growth_mb"]
+    assert direct_extra > 30
+    assert adjoint_extra < direct_extra / 4
+    assert bench_json["direct_mem_ratio_64_4"] > bench_json["adjoint_mem_ratio_64_4"]
+
+
+def test_bench_generation_and_sweep_figures(bench_json):
+    assert bench_json["kv_cache_same_tokens"] is True
+    assert bench_json["kv_cache_prompt_tokens"] + bench_json["kv_cache_new_tokens"] == BENCH_SMALL["block_size"]
+    assert bench_json["kv_cache_speedup"] == pytest.approx(
+        bench_json["cached_tokens_per_s"] / bench_json["uncached_tokens_per_s"])
+    assert bench_json["regimes_sweep_points"] == 41
+    assert bench_json["regimes_sweep_nfe"] >= 41 * 2 * 6   # two adaptive solvers, several evaluations per solve
+    assert bench_json["regimes_sweep_method"].startswith("nfe_regimes")
+
+
+def test_analytic_flops_equal_torch_counted_flops(small_tokenizer):
+    hybrid, discrete, _ = _models(small_tokenizer.get_vocab_size())
+    idx = torch.zeros(3, 20, dtype=torch.long)
+    for model in (hybrid, discrete):
+        assert bench.counted_forward_flops(model, idx) == bench.forward_flops(model.config, 3, 20, attention=False)
+    # RK4 evaluates the field four times a step: the count follows the solver that actually runs
+    rk4 = SolverConfig("rk4", steps=2)
+    assert bench.counted_forward_flops(hybrid, idx, rk4) == bench.forward_flops(hybrid.config, 3, 20, 8, attention=False)
+    assert bench.forward_flops(hybrid.config, 3, 20) > bench.forward_flops(hybrid.config, 3, 20, attention=False)
+
+
+def test_demo_size_flop_ratio_is_the_latency_floor():
+    demo = {**bench.DEMO_CONFIG}
+    ratio = (bench.forward_flops(ModelConfig(arch="hybrid", **demo), 8, 128)
+             / bench.forward_flops(ModelConfig(arch="discrete", **demo), 8, 128))
+    # 4 field evaluations at width 512 replace two attention blocks: about 0.9 of the discrete FLOPs
+    assert 0.85 < ratio < 0.95
+
+
+def test_sweep_without_a_tokenizer_times_41_direct_dopri5_solves(small_tokenizer):
+    hybrid, _, _ = _models(small_tokenizer.get_vocab_size())
+    result = bench.measure_regimes_sweep(hybrid, tok=None)
+    assert result.method == "direct dopri5 solves"
+    assert result.points == 41 and result.seconds > 0
+    assert result.total_nfe >= 41 * 6
+
+
+def _memory_in_this_process(spec, steps, adjoint, batch, tokens):
+    """The memory probe without its subprocess (the CLI test above pays for those once)."""
+    out = bench.memory_probe({**spec, "steps": steps, "adjoint": adjoint, "batch": batch, "tokens": tokens})
+    assert out.pop("peak_moved")
+    return bench.MemoryResult(**out)
+
+
+def test_random_demo_flag_runs_the_bench_without_checkpoints(monkeypatch, small_tokenizer, capsys):
+    small = {**BENCH_SMALL, "vocab_size": small_tokenizer.get_vocab_size()}
+    monkeypatch.setattr(bench, "DEMO_CONFIG", small)
+    monkeypatch.setattr(bench, "demo_tokenizer", lambda vocab_size: small_tokenizer)
+    specs = []
+    monkeypatch.setattr(bench, "measure_training_memory",
+                        lambda spec, *args: specs.append(spec) or _memory_in_this_process(spec, *args))
+    assert main(["bench", "--random-demo", "--checkpoint", "/nonexistent", "--baseline", "/nonexistent"]) == 0
+    text = capsys.readouterr().out
+    for key in RATIO_KEYS:
+        assert key in text
+    assert "random demo-size models" in text
+    assert len(specs) == 4 and all(spec == {"source": "random", "config": small} for spec in specs)
+
+
+def test_bench_refuses_too_few_repeats_and_missing_checkpoints(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["bench", "--repeats", "3"])
+    assert "at least 7" in capsys.readouterr().err
+    assert main(["bench", "--checkpoint", str(tmp_path / "none"), "--baseline", str(tmp_path / "none")]) == 2
+    assert "checkpoint folder not found" in capsys.readouterr().err
+
+
+def test_bench_refuses_models_in_the_wrong_order(small_tokenizer):
+    hybrid, discrete, config = _models(small_tokenizer.get_vocab_size())
+    with pytest.raises(ValueError, match="hybrid model and a discrete baseline"):
+        bench.run_bench(discrete, hybrid, memory_spec={"source": "random", "config": config})
