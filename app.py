@@ -1,0 +1,110 @@
+"""The steering lab: `streamlit run app.py`. This file routes the pages and holds the landing page, Steer."""
+from __future__ import annotations
+
+import streamlit as st
+
+import lab_ui as ui
+from steering import lab
+from steering.figures.steer import next_token_figure, steer_map_figure
+
+st.set_page_config(page_title="Steering lab", page_icon="🧭", layout="wide",
+                   initial_sidebar_state="collapsed" if ui.state().presenter else "auto")
+
+
+@st.cache_data(max_entries=4096, show_spinner=False)
+def steer_view(_loaded, key: str, prompt: str, control: tuple[float, float], solver: dict, seed: int,
+               max_new_tokens: int) -> lab.SteerView:
+    from steering.ode import SolverConfig
+    pca = ui.pca_map(_loaded)
+    with _loaded.lock:
+        return lab.compute_steer_view(_loaded.model, _loaded.tok, pca, prompt, control,
+                                      SolverConfig(**solver), seed=seed, max_new_tokens=max_new_tokens)
+
+
+@st.cache_data(max_entries=4096, show_spinner=False)
+def judged(text: str) -> lab.Judgement:
+    return lab.judge_text(text)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def reference_paths(_pca_map, key: str) -> tuple[list, list]:
+    """One reference prompt's paths for every u of the map (the first prompt, as the backdrop)."""
+    first = _pca_map.reference[0].name
+    chosen = [p for p in _pca_map.reference if p.name == first]
+    return [p.points for p in chosen], [p.u for p in chosen]
+
+
+@st.fragment
+def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tokens: int):
+    """Everything that depends on u: only this reruns while a slider is dragged."""
+    left, right = st.columns(2, gap="large")
+    ui.sentiment_slider(left)
+    ui.style_slider(right)
+    state = ui.state()
+    view = ui.run_safely(steer_view, loaded, loaded.key, prompt, state.control, solver.to_dict(), seed,
+                         max_new_tokens, what="the steered continuation")
+    judgement = judged(view.prompt_shown + view.continuation)
+
+    text_col, numbers_col = st.columns([3, 1], gap="large")
+    with text_col:
+        with st.container(border=True, key="continuation"):
+            st.markdown(f"**{lab.escape_markdown(view.prompt_shown)}**{lab.escape_markdown(view.continuation)}")
+        if view.generation_notice:
+            st.caption(view.generation_notice)
+        st.caption(f"Same seed ({seed}) at every u, so only the control changes the text. "
+                   f"Sampled with {view.solver_label}.")
+    with numbers_col:
+        st.metric("Judged sentiment", lab.sentiment_label(judgement.score), f"P(positive) {judgement.score:.0%}",
+                  delta_color="off" if abs(judgement.score - 0.5) < 0.15 else "normal",
+                  help="Trained TF-IDF judge when its files exist, else VADER's compound score mapped to 0…1."
+                       f" VADER compound: {judgement.vader_compound:+.2f}.")
+        st.metric("NFE of one solve", view.solve_nfe, help="Vector-field evaluations the solver needed to "
+                  f"integrate the prompt from τ = 0 to 1 ({view.solver_label}).")
+
+    bars_col, map_col = st.columns([2, 3], gap="large")
+    with bars_col:
+        ui.plot(next_token_figure(view.next_tokens, view.next_probs, font_size=ui.font_size(),
+                                  title=f"Next token at u = {lab.format_u(state.sentiment)}"), key="next_token")
+    with map_col:
+        pca = ui.pca_map(loaded)
+        paths, us = reference_paths(pca, pca.key)
+        ui.plot(steer_map_figure(paths, us, view.path, state.sentiment, explained=pca.explained_variance_ratio,
+                                 font_size=ui.font_size(),
+                                 title="H(τ) in the PCA map (mean over tokens)"), key="steer_map")
+        st.caption(f"Thin lines: the reference prompt {pca.reference[0].name!r} at u = "
+                   f"{', '.join(f'{u:+g}' for u in us)}. Thick: your prompt now.")
+    ui.sync_url("steer")
+
+
+def steer():
+    loaded = ui.model()
+    ui.sidebar_controls()
+    with st.sidebar.expander("Sampling"):
+        seed = st.number_input("Seed", 0, 10_000, 0, key="w_seed")
+        max_new_tokens = st.slider("New tokens", 4, 60, 24, key="w_new_tokens")
+    st.title("Steer the flow")
+    st.caption("A transformer whose middle layers are an ODE, dH/dτ = α·F(H, τ, u). "
+               "Move u and watch the text, the next-token odds and the hidden-state path change.")
+    ui.show_url_notices()
+    prompt = ui.prompt_or_stop()
+    solver = ui.solver_or_stop()
+    steer_results(loaded, prompt, solver, int(seed), int(max_new_tokens))
+
+
+PAGES = {
+    "steer": st.Page(steer, title="Steer", icon="🧭", url_path="steer", default=True),
+    "trajectories": st.Page("pages/trajectories.py", title="Trajectories", icon="🌀", url_path="trajectories"),
+    "solvers": st.Page("pages/solvers.py", title="Solvers", icon="📐", url_path="solvers"),
+    "regimes": st.Page("pages/regimes.py", title="Regimes", icon="📈", url_path="regimes"),
+    "lens": st.Page("pages/lens.py", title="Depth lens", icon="🔍", url_path="lens"),
+    "dynamics": st.Page("pages/dynamics.py", title="Dynamics", icon="🧲", url_path="dynamics"),
+    "training": st.Page("pages/training.py", title="Training", icon="🏋️", url_path="training"),
+    "results": st.Page("pages/results.py", title="Results", icon="📊", url_path="results"),
+}
+
+page = st.navigation(list(PAGES.values()), position="top" if ui.state().presenter else "sidebar")
+ui.apply_style()
+target = ui.start_page()
+if target is not None and PAGES[target].url_path != page.url_path:
+    st.switch_page(PAGES[target])
+page.run()

@@ -1,0 +1,119 @@
+"""Figures of the Steer page: next-token bars and the current path in the PCA map.
+
+Plain data in, go.Figure out. Token text comes from the model, so before it reaches a
+label it is made visible (leading spaces, newlines) and inert (plotly reads a few
+HTML-like tags in labels; angle brackets are swapped for look-alikes).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+NEGATIVE, NEUTRAL, POSITIVE = "#c0392b", "#bdbdbd", "#1f6fb4"
+U_COLORSCALE = [[0.0, NEGATIVE], [0.5, NEUTRAL], [1.0, POSITIVE]]
+CURRENT = "#111111"
+FONT = "Inter, Segoe UI, Helvetica, Arial, sans-serif"
+
+
+def display_token(text: str) -> str:
+    """A token as a label: a leading space shown as ␣, newlines as ↵, angle brackets inert."""
+    if text == "":
+        return "∅"
+    shown = text.replace("\n", "↵").replace("\r", "↵").replace("\t", "⇥")
+    shown = shown.replace("<", "‹").replace(">", "›")
+    if shown.startswith(" "):
+        shown = "␣" + shown[1:]
+    return shown
+
+
+def plain_label(text: str) -> str:
+    """Any user or model text made inert for a plotly title or hover label."""
+    return text.replace("<", "‹").replace(">", "›")
+
+
+def style_figure(fig: go.Figure, font_size: int = 14, height: int | None = None) -> go.Figure:
+    """One look for every lab figure: white, large enough type for a projector when asked."""
+    fig.update_layout(template="plotly_white", font=dict(family=FONT, size=font_size),
+                      margin=dict(l=10, r=10, t=50, b=10), title_font=dict(size=round(font_size * 1.15)))
+    if height is not None:
+        fig.update_layout(height=height)
+    return fig
+
+
+def next_token_figure(tokens: Sequence[str], probs: Sequence[float], *, title: str = "Next-token probabilities",
+                      font_size: int = 14, color: str = POSITIVE) -> go.Figure:
+    """Horizontal bars, most likely token on top, each labelled with its percentage."""
+    if len(tokens) != len(probs):
+        raise ValueError(f"{len(tokens)} tokens but {len(probs)} probabilities")
+    p = np.asarray(probs, dtype=float)
+    order = np.argsort(-p, kind="stable")
+    labels = [display_token(tokens[i]) for i in order][::-1]
+    values = p[order][::-1]
+    # the axis only grows in steps of 0.1, so it stays still while a slider is dragged
+    top = float(np.ceil(max(float(values.max(initial=0.0)) * 1.25, 0.1) * 10) / 10)
+    fig = go.Figure(go.Bar(x=values, y=labels, orientation="h", marker_color=color,
+                           text=[f"{v:.1%}" for v in values], textposition="outside", cliponaxis=False,
+                           hovertemplate="%{y}: %{x:.2%}<extra></extra>"))
+    fig.update_layout(title=title, xaxis=dict(title="probability", range=[0, min(top, 1.0)], tickformat=".0%"),
+                      yaxis=dict(title=None, type="category"), showlegend=False, bargap=0.25)
+    return style_figure(fig, font_size, height=60 + 34 * max(len(labels), 3))
+
+
+def steer_map_figure(reference_paths: Sequence[np.ndarray], reference_u: Sequence[float], current: np.ndarray,
+                     current_u: float, *, explained: Sequence[float] | None = None, font_size: int = 14,
+                     title: str = "Where the flow takes the prompt: H(τ) in the PCA map") -> go.Figure:
+    """Reference paths (thin, coloured by u) with the current path (thick) on top.
+
+    Each path is [T, ≥2] in PCA coordinates, τ = 0 first. The axes stay fixed to the
+    reference paths' extent (plus margin), so moving u moves only the current path.
+    """
+    if len(reference_paths) != len(reference_u):
+        raise ValueError(f"{len(reference_paths)} reference paths but {len(reference_u)} u values")
+    current = np.asarray(current, dtype=float)
+    if current.ndim != 2 or current.shape[1] < 2:
+        raise ValueError(f"the current path must be [T, ≥2], got shape {current.shape}")
+    fig = go.Figure()
+    u_abs = max([abs(float(u)) for u in reference_u] + [abs(float(current_u)), 1e-9])
+    for path, u in zip(reference_paths, reference_u):
+        path = np.asarray(path, dtype=float)
+        fig.add_trace(go.Scatter(
+            x=path[:, 0], y=path[:, 1], mode="lines", name=f"u = {float(u):+.1f}", legendgroup="reference",
+            line=dict(width=2, color=_u_color(float(u), u_abs)), opacity=0.55,
+            hovertemplate=f"u = {float(u):+.2f}<br>PC1 %{{x:.3f}}<br>PC2 %{{y:.3f}}<extra></extra>"))
+    fig.add_trace(go.Scatter(
+        x=current[:, 0], y=current[:, 1], mode="lines", name=f"now: u = {float(current_u):+.2f}",
+        line=dict(width=5, color=CURRENT), hovertemplate="PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra>now</extra>"))
+    fig.add_trace(go.Scatter(
+        x=[current[0, 0], current[-1, 0]], y=[current[0, 1], current[-1, 1]], mode="markers+text",
+        text=["τ=0", "τ=1"], textposition=["bottom center", "top center"], showlegend=False,
+        marker=dict(size=[10, 16], symbol=["circle", "star"], color=[CURRENT, _u_color(float(current_u), u_abs)],
+                    line=dict(width=1.5, color=CURRENT)), hoverinfo="skip"))
+    everything = np.concatenate([np.asarray(p, dtype=float)[:, :2] for p in reference_paths] + [current[:, :2]])
+    (x_lo, y_lo), (x_hi, y_hi) = everything.min(axis=0), everything.max(axis=0)
+    pad_x, pad_y = 0.08 * max(x_hi - x_lo, 1e-6), 0.08 * max(y_hi - y_lo, 1e-6)
+    ex = list(explained) if explained is not None else []
+    fig.update_layout(
+        title=title,
+        xaxis=dict(title=f"PC1 ({ex[0]:.0%} of variance)" if len(ex) > 0 else "PC1", range=[x_lo - pad_x, x_hi + pad_x],
+                   zeroline=False),
+        yaxis=dict(title=f"PC2 ({ex[1]:.0%} of variance)" if len(ex) > 1 else "PC2", range=[y_lo - pad_y, y_hi + pad_y],
+                   zeroline=False),
+        legend=dict(orientation="h", yanchor="top", y=-0.18, x=0), uirevision="steer-map")
+    return style_figure(fig, font_size, height=470)
+
+
+def _u_color(u: float, u_abs: float) -> str:
+    """Red for negative u, grey at 0, blue for positive, interpolated in RGB."""
+    t = max(-1.0, min(1.0, u / u_abs))
+    a, b = (NEUTRAL, POSITIVE) if t >= 0 else (NEUTRAL, NEGATIVE)
+    ca, cb = _rgb(a), _rgb(b)
+    w = abs(t)
+    r, g, bl = (round(ca[i] + (cb[i] - ca[i]) * w) for i in range(3))
+    return f"rgb({r},{g},{bl})"
+
+
+def _rgb(hex_color: str) -> tuple[int, int, int]:
+    h = hex_color.lstrip("#")
+    return int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16)

@@ -1,0 +1,429 @@
+"""The logic behind the lab's pages, kept apart from Streamlit so it is tested on its own.
+
+A page's state (prompt, control, solver, tolerance, page) round-trips through the URL
+query string, so a bookmarked or shared link reproduces a view. Anything read from a
+URL or a text box is untrusted: it is cleaned, clamped or refused here, and every
+change is reported as a plain-text notice that the page shows.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+import unicodedata
+from dataclasses import asdict, dataclass, replace
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .ode import ADAPTIVE_SOLVERS, FIXED_SOLVERS, SolverConfig
+
+EXAMPLE_PROMPTS = (
+    "The movie was",
+    "I watched this film last night and",
+    "The acting in this movie",
+    "This is one of those films that",
+    "The ending",
+)
+U_MIN, U_MAX, U_STEP = -2.0, 2.0, 0.05
+STEPS_MIN, STEPS_MAX = 1, 64
+TOL_MIN, TOL_MAX = 1e-8, 1e-1
+MAX_PROMPT_CHARS = 300
+LAB_SOLVERS = FIXED_SOLVERS + ADAPTIVE_SOLVERS
+
+# url_path of each page (the Steer page is the root); `?page=NAME` on the root opens NAME.
+PAGES = ("steer", "trajectories", "solvers", "regimes", "lens", "dynamics", "training")
+
+
+@dataclass(frozen=True)
+class LabState:
+    prompt: str = EXAMPLE_PROMPTS[0]
+    sentiment: float = 0.0
+    style: float = 0.0
+    solver: str = "euler"
+    steps: int = 4
+    tolerance: float = 1e-3
+    presenter: bool = False
+
+    def solver_config(self) -> SolverConfig:
+        """The solver these settings name; adaptive solvers use atol = tolerance / 10 and the step cap."""
+        if self.solver in FIXED_SOLVERS:
+            return SolverConfig(self.solver, steps=int(self.steps))
+        return SolverConfig(self.solver, rtol=float(self.tolerance), atol=float(self.tolerance) / 10)
+
+    @property
+    def control(self) -> tuple[float, float]:
+        return (float(self.sentiment), float(self.style))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+DEFAULT_STATE = LabState()
+
+
+def format_u(value: float) -> str:
+    return f"{value:+.2f}"
+
+
+def snap_u(value: float) -> float:
+    """Round to the slider's step so a URL value lands on a slider position."""
+    return round(round(value / U_STEP) * U_STEP, 2) + 0.0
+
+
+# ---------------------------------------------------------------- untrusted input
+def _as_single(value) -> str | None:
+    """Query params may repeat a key; the last value wins (as in st.query_params)."""
+    if isinstance(value, (list, tuple)):
+        return str(value[-1]) if value else None
+    return None if value is None else str(value)
+
+
+def parse_float(raw: str | None, name: str, default: float, low: float, high: float,
+                notices: list[str]) -> float:
+    """A finite number in [low, high]; text or NaN gives the default, out of range is clamped. Notices say which."""
+    if raw is None or raw.strip() == "":
+        return default
+    shown = _shorten(raw, 24)
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        notices.append(f"{name}={shown!r} in the link is not a number; using {default:g}.")
+        return default
+    if math.isnan(value):
+        notices.append(f"{name}={shown!r} in the link is not a number; using {default:g}.")
+        return default
+    if value < low or value > high:
+        clamped = min(max(value, low), high)
+        notices.append(f"{name}={shown} in the link is outside [{low:g}, {high:g}]; clamped to {clamped:g}.")
+        return clamped
+    return value
+
+
+def parse_int(raw: str | None, name: str, default: int, low: int, high: int, notices: list[str]) -> int:
+    value = parse_float(raw, name, float(default), float(low), float(high), notices)
+    if value != int(value):
+        notices.append(f"{name}={_shorten(raw or '', 24)} in the link is not a whole number; using {round(value)}.")
+    return int(round(value))
+
+
+def parse_bool(raw: str | None) -> bool:
+    return (raw or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _is_emoji_like(ch: str) -> bool:
+    return unicodedata.category(ch) in ("So", "Sk", "Cs") or 0x1F000 <= ord(ch) <= 0x1FAFF
+
+
+@dataclass(frozen=True)
+class CleanPrompt:
+    text: str              # what the model gets ("" when refused)
+    notices: tuple[str, ...]
+    refused: bool = False  # True: nothing usable, the page should ask for a prompt instead of computing
+
+
+def clean_prompt(raw) -> CleanPrompt:
+    """Control characters removed, length capped, emoji flagged, empty refused.
+
+    Newlines and tabs become spaces: the model was trained on single-line reviews.
+    """
+    if not isinstance(raw, str):
+        return CleanPrompt("", ("The prompt must be text.",), refused=True)
+    notices = []
+    kept, dropped = [], 0
+    for ch in raw:
+        if ch in "\n\r\t":
+            kept.append(" ")
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn") and not _is_emoji_like(ch):
+            dropped += 1
+        else:
+            kept.append(ch)
+    text = " ".join("".join(kept).split())
+    if dropped:
+        notices.append(f"Removed {dropped} control or invisible character{'s' if dropped > 1 else ''} "
+                       f"from the prompt.")
+    if len(text) > MAX_PROMPT_CHARS:
+        notices.append(f"The prompt is {len(text)} characters; only the first {MAX_PROMPT_CHARS} are used.")
+        text = text[:MAX_PROMPT_CHARS].rstrip()
+    if any(_is_emoji_like(ch) for ch in text):
+        notices.append("The prompt contains emoji or symbols the model never saw in its movie-review "
+                       "training text; they are fed to it byte by byte, so expect odd continuations.")
+    if not text:
+        return CleanPrompt("", tuple(notices) + ("The prompt is empty: type a few words or pick an example.",),
+                           refused=True)
+    return CleanPrompt(text, tuple(notices))
+
+
+def parse_query_params(params: Mapping[str, object], base: LabState = DEFAULT_STATE) -> tuple[LabState, str | None, list[str]]:
+    """(state, page or None, notices) from URL query parameters; unknown keys are ignored.
+
+    Keys: prompt, u (sentiment), style, solver, steps, tol, presenter, page.
+    """
+    notices: list[str] = []
+    get = {key: _as_single(params.get(key)) for key in
+           ("prompt", "u", "style", "solver", "steps", "tol", "presenter", "page")}
+    state = base
+    if get["prompt"] is not None:
+        cleaned = clean_prompt(get["prompt"])
+        notices.extend(cleaned.notices)
+        if not cleaned.refused:
+            state = replace(state, prompt=cleaned.text)
+        else:
+            notices.append(f"Using the example prompt {base.prompt!r} instead.")
+    sentiment = snap_u(parse_float(get["u"], "u", base.sentiment, U_MIN, U_MAX, notices))
+    style = snap_u(parse_float(get["style"], "style", base.style, U_MIN, U_MAX, notices))
+    solver = base.solver
+    if get["solver"] is not None:
+        name = get["solver"].strip().lower()
+        if name in LAB_SOLVERS:
+            solver = name
+        else:
+            notices.append(f"solver={_shorten(get['solver'], 24)!r} in the link is unknown; choose one of "
+                           f"{', '.join(LAB_SOLVERS)}. Using {base.solver}.")
+    steps = parse_int(get["steps"], "steps", base.steps, STEPS_MIN, STEPS_MAX, notices)
+    tolerance = parse_float(get["tol"], "tol", base.tolerance, TOL_MIN, TOL_MAX, notices)
+    presenter = parse_bool(get["presenter"]) if get["presenter"] is not None else base.presenter
+    page = None
+    if get["page"] is not None:
+        name = get["page"].strip().lower()
+        if name in PAGES:
+            page = name
+        else:
+            notices.append(f"page={_shorten(get['page'], 24)!r} in the link is unknown; pages are "
+                           f"{', '.join(PAGES)}.")
+    state = replace(state, sentiment=sentiment, style=style, solver=solver, steps=steps, tolerance=tolerance,
+                    presenter=presenter)
+    return state, page, notices
+
+
+def to_query_params(state: LabState) -> dict[str, str]:
+    """The URL form of a state; values at their defaults are left out to keep links short."""
+    params = {"prompt": state.prompt, "u": f"{state.sentiment:g}", "style": f"{state.style:g}",
+              "solver": state.solver}
+    if state.solver in FIXED_SOLVERS:
+        params["steps"] = str(int(state.steps))
+    else:
+        params["tol"] = f"{state.tolerance:g}"
+    if state.presenter:
+        params["presenter"] = "1"
+    if state.style == DEFAULT_STATE.style:
+        del params["style"]
+    return params
+
+
+# ---------------------------------------------------------------- presentation
+PRESENTER_CSS = """
+<style>
+html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.25rem; }
+[data-testid="stHeader"], [data-testid="stToolbar"], [data-testid="stDecoration"],
+[data-testid="stStatusWidget"], footer { display: none !important; }
+.block-container, [data-testid="stMainBlockContainer"] { padding-top: 1rem !important; max-width: 96vw; }
+h1 { font-size: 2.6rem !important; }
+h2, h3 { font-size: 1.9rem !important; }
+[data-testid="stMetricValue"] { font-size: 2.6rem !important; }
+[data-testid="stSlider"] label p, [data-testid="stWidgetLabel"] p { font-size: 1.3rem !important; }
+</style>
+"""
+
+BASE_CSS = """
+<style>
+[data-testid="stMetricValue"] { font-variant-numeric: tabular-nums; }
+.block-container, [data-testid="stMainBlockContainer"] { padding-top: 2.2rem; }
+</style>
+"""
+
+
+def page_css(presenter: bool) -> str:
+    """Fixed CSS for the page (never built from user text)."""
+    return BASE_CSS + (PRESENTER_CSS if presenter else "")
+
+
+def figure_font_size(presenter: bool) -> int:
+    return 20 if presenter else 14
+
+
+def sentiment_label(score: float | None) -> str:
+    """Words for a judged P(positive) in [0, 1]."""
+    if score is None or not math.isfinite(score):
+        return "not judged"
+    if score >= 0.65:
+        return "positive"
+    if score <= 0.35:
+        return "negative"
+    return "mixed"
+
+
+# ---------------------------------------------------------------- downloads and tables
+def table_csv(columns: Mapping[str, Sequence]) -> str:
+    """CSV text of equal-length columns (numbers with full precision)."""
+    names = list(columns)
+    lengths = {len(columns[n]) for n in names}
+    if len(lengths) > 1:
+        raise ValueError(f"columns differ in length: {({n: len(columns[n]) for n in names})}")
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(names)
+    for row in zip(*(columns[n] for n in names)):
+        writer.writerow([repr(float(v)) if isinstance(v, float) else v for v in row])
+    return out.getvalue()
+
+
+def _mean_std(values: list[float]) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.3f}"
+    return f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f}"
+
+
+def stability_rows(logs: Mapping[str, Iterable[dict]]) -> list[dict]:
+    """The paper's stability table, one row per (model, stage) in a training log.
+
+    Grad norms are before clipping; 'exploding' and 'vanishing' are the trainer's own flags.
+    """
+    rows = []
+    for name, records in logs.items():
+        records = list(records)
+        for stage in sorted({r.get("stage", 1) for r in records}):
+            part = [r for r in records if r.get("stage", 1) == stage]
+            if not part:
+                continue
+            val = [r["val_loss"] for r in part if r.get("val_loss") is not None]
+            alphas = [r["alpha"] for r in part if r.get("alpha") is not None]
+            ode = [r["ode_grad_norm"] for r in part if r.get("ode_grad_norm") is not None]
+            rows.append({
+                "model": name,
+                "stage": "1 (language model)" if stage == 1 else f"{stage} (steering)",
+                "steps": len(part),
+                "final loss": round(part[-1]["loss"], 4),
+                "final val loss": round(val[-1], 4) if val else None,
+                "grad norm": _mean_std([r["grad_norm"] for r in part if r.get("grad_norm") is not None]),
+                "middle-block grad norm": _mean_std(ode),
+                "exploding steps": sum(bool(r.get("exploding")) for r in part),
+                "vanishing steps": sum(bool(r.get("vanishing")) for r in part),
+                "final α": round(alphas[-1], 4) if alphas else None,
+            })
+    return rows
+
+
+# ---------------------------------------------------------------- the Steer page's computation
+@dataclass
+class SteerView:
+    """Everything on the Steer page that depends on u, as plain data."""
+
+    prompt_shown: str            # the prompt as the model saw it (its tail if it was cut)
+    continuation: str
+    generation_notice: str
+    generation_nfe: int          # field evaluations over all decoding steps
+    next_tokens: list[str]
+    next_probs: list[float]
+    tau: list[float]
+    path: list[list[float]]      # mean-token H(τ) in the PCA map, [T, n_components]
+    solve_nfe: int               # field evaluations of one solve of the prompt
+    eval_taus: list[float]
+    solver_label: str
+
+
+def compute_steer_view(model, tok, pca_map, prompt: str, control: tuple[float, float], solver: SolverConfig, *,
+                       seed: int = 0, max_new_tokens: int = 24, temperature: float = 0.8, top_k: int = 10,
+                       n_tau: int = 33) -> SteerView:
+    """Continuation (fixed seed, so only u changes it), next-token top-k, the path in the map, NFE."""
+    from .analysis.pca import project_trajectory
+    from .analysis.sweep import next_token_distribution
+    from .analysis.trajectories import compute_trajectory
+    from .generate import generate
+
+    max_new_tokens = max(1, min(max_new_tokens, model.config.block_size - 1))
+    gen = generate(model, tok, prompt, control[0], control[1], max_new_tokens=max_new_tokens,
+                   temperature=temperature, seed=seed, solver=solver)[0]
+    tokens, probs = next_token_distribution(model, tok, prompt, list(control), solver, top_k=top_k)
+    traj = compute_trajectory(model, tok, prompt, list(control), solver, n_tau=n_tau)
+    path = project_trajectory(pca_map, traj).points
+    return SteerView(prompt_shown=gen.text[:len(gen.text) - len(gen.continuation)], continuation=gen.continuation,
+                     generation_notice=gen.notice, generation_nfe=int(gen.nfe), next_tokens=list(tokens),
+                     next_probs=[float(p) for p in probs], tau=[float(t) for t in traj.tau],
+                     path=np.asarray(path, dtype=float).tolist(), solve_nfe=int(traj.nfe),
+                     eval_taus=[float(t) for t in traj.eval_taus], solver_label=traj.solver_label)
+
+
+@dataclass
+class Judgement:
+    classifier_positive: float | None   # the trained judge's P(positive); None when its files are absent
+    vader_compound: float               # VADER's compound score in [-1, 1]
+
+    @property
+    def score(self) -> float:
+        """P(positive) from the classifier, else VADER's compound mapped onto [0, 1]."""
+        if self.classifier_positive is not None:
+            return self.classifier_positive
+        return (self.vader_compound + 1.0) / 2.0
+
+
+def judge_available() -> bool:
+    """Whether the trained judge's files exist (judging must never start a minute-long build in a page)."""
+    import os
+    from pathlib import Path
+
+    from . import judge
+    override = os.environ.get("STEERING_JUDGE_DIR")
+    candidates = [Path(override)] if override else [judge.SHIPPED_DIR, judge.CACHE_DIR]
+    names = [f"{n}.{ext}" for n in judge.SPECS for ext in ("json", "safetensors")]
+    return any(all((folder / name).is_file() for name in names) for folder in candidates)
+
+
+def judge_text(text: str) -> Judgement:
+    from . import judge
+    compound = float(judge.vader_compound([text])[0])
+    probability = float(judge.sentiment_judge().probability([text])[0]) if judge_available() else None
+    return Judgement(classifier_positive=probability, vader_compound=compound)
+
+
+_MARKDOWN_SPECIAL = set("\\`*_{}[]()#+-.!|<>~$:=\"'&^%@")
+
+
+def escape_markdown(text: str) -> str:
+    """Text that st.markdown shows literally: every ASCII punctuation mark backslash-escaped
+    (CommonMark allows it), so no link, emphasis, HTML, LaTeX or :shortcode: can form."""
+    return "".join("\\" + ch if ch in _MARKDOWN_SPECIAL else ch for ch in text)
+
+
+# ---------------------------------------------------------------- regimes in chunks, for a progress bar
+def regimes_in_chunks(model, tok, prompt: str, u_grid, *, solvers=("dopri5", "adaptive_heun"), rtol: float = 1e-3,
+                      atol: float = 1e-4, targets=(" good", " bad"), chunks: int = 8, on_progress=None):
+    """steering.analysis.regimes.nfe_regimes over slices of the u grid, merged into one Regimes.
+
+    Every u is its own solve either way, so the merged NFE equal one whole sweep's; the
+    switch, the crossover and the agreement are recomputed on the merged arrays with the
+    analysis module's own functions. on_progress(done_fraction) is called after each slice.
+    """
+    from .analysis.regimes import crossing, level_switch, nfe_regimes, relative_difference
+
+    grid = np.asarray(u_grid, dtype=float)
+    if grid.size == 0:
+        raise ValueError("the u grid is empty; give at least one control value")
+    parts = []
+    for k, piece in enumerate(np.array_split(grid, max(1, min(chunks, grid.size)))):
+        parts.append(nfe_regimes(model, tok, prompt, piece, solvers=solvers, rtol=rtol, atol=atol, targets=targets))
+        if on_progress is not None:
+            on_progress((k + 1) / max(1, min(chunks, grid.size)))
+    first = parts[0]
+    methods = list(first.nfe)
+    nfe = {m: np.concatenate([p.nfe[m] for p in parts]) for m in methods}
+    steps = {m: np.concatenate([p.steps[m] for p in parts]) for m in methods}
+    relative = np.concatenate([p.target_probability for p in parts])
+    switch_u, levels = level_switch(grid, nfe[methods[0]])
+    if len(methods) > 1:
+        agreement = relative_difference(nfe[methods[0]], nfe[methods[1]])
+        step_agreement = relative_difference(steps[methods[0]], steps[methods[1]])
+    else:
+        agreement = step_agreement = 0.0
+    return replace(first, u=grid, nfe=nfe, steps=steps, agreement=agreement, step_agreement=step_agreement,
+                   switch_u=switch_u, nfe_levels=levels, crossover_u=crossing(grid, relative),
+                   target_probability=relative, target_raw=np.concatenate([p.target_raw for p in parts]),
+                   seconds=float(sum(p.seconds for p in parts)))
