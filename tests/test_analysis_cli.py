@@ -1,0 +1,63 @@
+import json
+
+import pytest
+
+from steering.__main__ import main
+
+
+def run_json(capsys, *argv):
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_regimes_json_has_the_promised_keys(small_checkpoint, capsys):
+    out = run_json(capsys, "analyze", "regimes", "--prompt", "The movie was", "--json", "--checkpoint",
+                   str(small_checkpoint), "--n-u", "9")
+    assert len(out["u"]) == 9 and out["u"][0] == -2.0 and out["u"][-1] == 2.0
+    assert set(out["nfe"]) == {"dopri5", "adaptive_heun"} and len(out["nfe"]["dopri5"]) == 9
+    assert all(isinstance(n, int) and n >= 8 for n in out["nfe"]["dopri5"])
+    for key in ("switch_u", "crossover_u", "seconds", "agreement"):
+        assert key in out
+    assert out["seconds"] > 0
+
+
+def test_convergence_and_divergence_json(small_checkpoint, capsys):
+    conv = run_json(capsys, "analyze", "convergence", "--json", "--checkpoint", str(small_checkpoint),
+                    "--convergence-steps", "8")
+    assert conv["euler_order"] == pytest.approx(1.0, abs=0.3)
+    assert "rk4_order" in conv and len(conv["euler_error"]) == 4
+    div = run_json(capsys, "analyze", "divergence", "--json", "--checkpoint", str(small_checkpoint))
+    assert 0 < div["divergence"] < 1 and div["solver_a"] == "euler (4 steps)" and div["nfe_a"] == 4
+    assert div["divergence_along_tau"][0] == 0.0
+
+
+@pytest.mark.parametrize("kind", ["trajectory", "sweep", "lens", "tolerance", "contraction"])
+def test_every_kind_prints_text(small_checkpoint, capsys, kind):
+    assert main(["analyze", kind, "--checkpoint", str(small_checkpoint), "--n-u", "3", "--n-tau", "5",
+                 "--tolerances", "1e-2", "1e-4", "--u-values", "1"]) == 0
+    assert capsys.readouterr().out.strip()
+
+
+def test_pca_uses_the_cache(small_checkpoint, tmp_path, capsys):
+    args = ["analyze", "pca", "--json", "--checkpoint", str(small_checkpoint), "--cache", str(tmp_path / "c")]
+    first = run_json(capsys, *args)
+    assert len(first["explained_variance_ratio"]) == 3 and len(list((tmp_path / "c").glob("*.npz"))) == 1
+    assert run_json(capsys, *args)["key"] == first["key"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--n-u", "0"], "n-u"),
+    (["--tolerances", "0", "1e-3"], "rtol"),
+    (["--rtol", "-1"], "rtol"),
+    (["--u-min", "-9"], "u grid"),
+])
+def test_bad_input_is_one_line_and_exit_2(small_checkpoint, capsys, argv, message):
+    kind = "tolerance" if "--tolerances" in argv else "regimes"
+    assert main(["analyze", kind, "--checkpoint", str(small_checkpoint), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and message in err and "\n" not in err
+
+
+def test_missing_checkpoint_exits_2(tmp_path, capsys):
+    assert main(["analyze", "trajectory", "--checkpoint", str(tmp_path / "none")]) == 2
+    assert "not found" in capsys.readouterr().err
