@@ -303,7 +303,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             if rank == 0:
                 _truncate_log(log_path, stage, start_step)
         else:
-            start_step = 0
+            # each stage trains a different set of parameters: its grad norms get their own median
+            start_step, history = 0, deque(maxlen=200)
         trainable = [p for p in model.parameters() if p.requires_grad]
         ode_params = list(model.ode_parameters())
         wrapped = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
