@@ -158,6 +158,24 @@ def _analyze_args(p):
 ARGUMENTS["analyze"] = _analyze_args
 
 
+@command("experiments", "the paper's experiments on our model and against activation steering: results.json + results.md")
+def _experiments(args):
+    from .experiments import run
+    print(run(args.checkpoint, args.baseline, args.out, quick=args.quick))
+
+
+def _experiments_args(p):
+    from .checkpoint import DEFAULT_BASELINE
+    from .experiments import DEFAULT_OUT
+    p.add_argument("--quick", action="store_true", help="small sizes everywhere (for tests; minutes become seconds)")
+    p.add_argument("--out", default=str(DEFAULT_OUT), help="folder for results.json and results.md")
+    p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
+    p.add_argument("--baseline", default=str(DEFAULT_BASELINE), help="the discrete baseline's folder")
+
+
+ARGUMENTS["experiments"] = _experiments_args
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m steering", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)

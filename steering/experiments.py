@@ -1,0 +1,517 @@
+"""`python -m steering experiments`: the paper's experiments on our model, and activation steering as the rival.
+
+One run writes results.json (every figure, plain JSON, nothing null) and results.md
+(paper figure | ours | how measured). Each section reuses the project's own code:
+  Exp 1 stability       the training logs (steering.train writes them) and parameter counts
+  Exp 2 steering        steering.evaluate: the probe and the judged generations
+  Exp 3 continuity      evaluate.solver_divergence; analysis.sweep.steering_sweep over u = -2 … +2
+  Exp 4 efficiency      steering.bench.run_bench (in --quick its cheapest settings)
+  Solver probing        analysis.regimes (NFE per u, tolerance scaling), analysis.probes
+  Second paper          analysis.dynamics (Euler/RK4 orders, contraction per u regime)
+  Against activation steering: steering.activation_steering (see its docstring and GRIDS below)
+
+Fairness of the comparison. Both methods get grids with the same number of points, both
+evenly spaced and symmetric about 0, each reaching its method's natural limit fixed
+before anything is measured: u up to ±3, the whole control range the hybrid accepts
+(training used ±1); c up to the value at which c·|v| equals the mean per-token norm of
+the residual stream it is added to (beyond that the state is mostly the vector). The
+same held-out prompts, seeds, sampling settings, judges and perplexity rule serve both.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
+
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "assets" / "results"
+PROMPT = "The movie was"
+TARGETS = (" good", " bad")
+FLUENCY_BUDGET = 1.5       # the evaluation's bar for the fluency cost of steering (ppl ratio <= 1.5)
+
+PAPER = {
+    "final_loss": "6.449 vs 6.471", "grad_norm": "0.509 ± 0.142 vs 0.521 ± 0.140", "ode_grad_norm": "0.033 ± 0.021",
+    "alpha": "0.1 → 0.065", "exploding_vanishing": "0 / 0", "parameters": "29.78M vs 30.50M (97.6%)",
+    "probe_pos": "P(good) 98.0%, P(bad) 0.2%", "probe_neg": "P(good) 0.2%, P(bad) 88.1%",
+    "probe_zero": "P(good) 91.4%, P(bad) 3.3%", "judged": "not measured (single next-token probe)",
+    "divergence": "0.068%", "sweep": "smooth sigmoid curves, no jumps", "latency": "0.98× (earlier 1.27×)",
+    "nfe_regimes": "≈20 NFE for u < 0.3, ≈14 above", "solver_agreement": "within 15%",
+    "switch": "switch aligned with the semantic crossover", "tolerance": "14 → 26 NFE over 1000× tolerance "
+    "(slope ≈ 0.09)", "probes": "no sudden jump over τ = 0, 0.5, 0.67, 1", "euler_order": "1 (theory)",
+    "rk4_order": "4 (theory)", "contraction": "contractive if one-sided Lipschitz < 0 (theory)",
+}
+
+
+@dataclass(frozen=True)
+class Size:
+    quick: bool
+    compare_prompts: int        # held-out prompts per grid point (activation vs u)
+    grid_points: int            # per method, odd, symmetric about 0
+    vector_reviews: int         # training reviews for the steering vector (half per class)
+    sweep_points: int           # u sweep -2 … +2 (probe targets)
+    regimes_points: int         # NFE per u
+    tolerances: tuple
+    probe_reviews: int
+    probe_taus: tuple
+    contraction_n_tau: int
+    contraction_probes: int
+    lanczos_iterations: int
+    convergence_steps: int
+    bench: dict                 # keyword arguments of steering.bench.run_bench
+
+
+FULL = Size(quick=False, compare_prompts=40, grid_points=9, vector_reviews=1000, sweep_points=41, regimes_points=41,
+            tolerances=(1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8), probe_reviews=400,
+            probe_taus=(0.0, 0.25, 0.5, 0.67, 0.75, 1.0), contraction_n_tau=17, contraction_probes=4,
+            lanczos_iterations=24, convergence_steps=64, bench=dict(repeats=7))
+QUICK = Size(quick=True, compare_prompts=4, grid_points=5, vector_reviews=40, sweep_points=9, regimes_points=9,
+             tolerances=(1e-2, 1e-3, 1e-4), probe_reviews=40, probe_taus=(0.0, 0.5, 1.0), contraction_n_tau=5,
+             contraction_probes=2, lanczos_iterations=8, convergence_steps=16,
+             bench=dict(repeats=1, latency_shape=(2, 16), generation=(16, 4), memory_shape=(8, 64)))
+U_LIMIT = 3.0
+SECTIONS = ("stability", "evaluate", "steering", "continuity", "solver_probing", "second_paper",
+            "activation_steering", "efficiency", "meta", "table")
+
+
+# ---------------------------------------------------------------- helpers
+
+def jsonable(value):
+    """numpy values as plain JSON types (NaN stays NaN: non_finite_paths finds it)."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return float(value)
+    return value
+
+
+def non_finite_paths(value, path: str = "") -> list[str]:
+    """Dotted paths of every leaf that is None, NaN or infinite."""
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in non_finite_paths(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in non_finite_paths(v, f"{path}[{i}]")]
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return [path]
+    return []
+
+
+def mean_std(values) -> dict:
+    values = np.asarray([v for v in values if v is not None], dtype=float)
+    if values.size == 0:
+        raise ValueError("no values to average in the training log")
+    return {"mean": float(values.mean()), "std": float(values.std())}
+
+
+def _pm(d: dict, digits: int = 3) -> str:
+    return f"{d['mean']:.{digits}f} ± {d['std']:.{digits}f}"
+
+
+# ---------------------------------------------------------------- Exp 1: stability
+
+def stability(hybrid_dir, baseline_dir, hybrid, discrete, hybrid_config: dict) -> dict:
+    """From both training logs (stage 1 is the language-model stage both models share)."""
+    logs = {"hybrid": read_log(hybrid_dir), "discrete": read_log(baseline_dir)}
+    for name, records in logs.items():
+        if not records:
+            where = hybrid_dir if name == "hybrid" else baseline_dir
+            raise ValueError(f"no training log (train_log.jsonl) in {where}: Exp 1 reads the {name} model's log")
+    out = {}
+    for name, records in logs.items():
+        stage1 = [r for r in records if r.get("stage", 1) == 1]
+        val = [r["val_loss"] for r in stage1 if r.get("val_loss") is not None]
+        out[name] = {
+            "steps_stage1": len(stage1),
+            "final_loss": stage1[-1]["loss"],
+            "final_val_loss": val[-1] if val else stage1[-1]["loss"],
+            "grad_norm": mean_std(r.get("grad_norm") for r in stage1),
+            "middle_grad_norm": mean_std(r.get("ode_grad_norm") for r in stage1),
+            "exploding_steps": sum(bool(r.get("exploding")) for r in records),
+            "vanishing_steps": sum(bool(r.get("vanishing")) for r in records),
+        }
+    alphas = [r["alpha"] for r in logs["hybrid"] if r.get("alpha") is not None]
+    stage1_alphas = [r["alpha"] for r in logs["hybrid"] if r.get("alpha") is not None and r.get("stage", 1) == 1]
+    out["alpha_initial"] = float(hybrid_config.get("alpha_init", alphas[0] if alphas else 0.1))
+    out["alpha_after_stage1"] = float(stage1_alphas[-1]) if stage1_alphas else float(hybrid.field.alpha.detach())
+    out["alpha_final"] = float(hybrid.field.alpha.detach())
+    out["parameters_hybrid"] = hybrid.num_parameters()
+    out["parameters_discrete"] = discrete.num_parameters()
+    out["parameter_ratio"] = hybrid.num_parameters() / discrete.num_parameters()
+    out["stage2_steps_hybrid"] = sum(r.get("stage", 1) == 2 for r in logs["hybrid"])
+    return out
+
+
+# ---------------------------------------------------------------- Exp 2 and 3 (probe, judged text, continuity)
+
+def probe_table(report: dict) -> dict:
+    """The paper's probe table from evaluate's raw probe: u -> P(good), P(bad), and the two renormalised."""
+    table = {}
+    for label, probs in report["probe_raw"].items():
+        total = probs["good"] + probs["bad"]
+        table[label] = {"p_good": probs["good"], "p_bad": probs["bad"], "relative_good": probs["good"] / total}
+    return table
+
+
+def u_sweep(model, tok, points: int) -> dict:
+    from .analysis.sweep import steering_sweep
+    s = steering_sweep(model, tok, PROMPT, TARGETS, np.round(np.linspace(-2.0, 2.0, points), 6))
+    relative_good = s.relative[:, 0]
+    rel_jumps = np.abs(np.diff(relative_good))
+    return {"u": s.u, "p_good": s.probabilities[:, 0], "p_bad": s.probabilities[:, 1],
+            "relative_good": relative_good, "largest_jump": s.largest_jump,
+            "largest_jump_u": list(s.largest_jump_u), "largest_relative_jump": float(rel_jumps.max()),
+            "relative_good_monotone_fraction": float((np.diff(relative_good) >= 0).mean()),
+            "target_tokens": s.target_tokens}
+
+
+# ---------------------------------------------------------------- solver probing and the second paper
+
+def solver_probing(model, tok, size: Size) -> dict:
+    from .analysis.regimes import crossing, level_switch, nfe_regimes, tolerance_scaling
+    from .data import heldout_reviews
+    from .analysis.probes import linear_probes
+
+    grid = np.round(np.linspace(-2.0, 2.0, size.regimes_points), 6)
+    r = nfe_regimes(model, tok, PROMPT, grid, solvers=("dopri5", "adaptive_heun"), targets=TARGETS)
+    first = r.nfe["dopri5"]
+    switch_u, levels = level_switch(r.u, first)
+    switch_clear = switch_u is not None
+    if not switch_clear:   # no clear two-level split: report where the NFE changes most, flagged as such
+        k = int(np.abs(np.diff(first)).argmax())
+        switch_u = float((r.u[k] + r.u[k + 1]) / 2)
+        levels = (float(first[:k + 1].mean()), float(first[k + 1:].mean()))
+    crossover = crossing(r.u, r.target_probability)
+    crossover_found = crossover is not None
+    if not crossover_found:   # P(good) never crosses P(bad) on the grid: the closest point instead
+        crossover = float(r.u[int(np.abs(r.target_probability - 0.5).argmin())])
+    tol = tolerance_scaling(model, tok, PROMPT, (0.0, 0.0), size.tolerances)
+    probes = linear_probes(model, tok, heldout_reviews(), taus=size.probe_taus, max_reviews=size.probe_reviews)
+    return {
+        "u": r.u, "nfe_dopri5": first, "nfe_adaptive_heun": r.nfe["adaptive_heun"],
+        "solver_agreement": r.agreement, "step_agreement": r.step_agreement,
+        "switch_u": switch_u, "switch_clear": switch_clear, "nfe_below_switch": levels[0],
+        "nfe_above_switch": levels[1], "crossover_u": crossover, "crossover_found": crossover_found,
+        "switch_minus_crossover": switch_u - crossover, "rtol": r.rtol, "atol": r.atol,
+        "tolerances": tol.tolerances, "tolerance_nfe": tol.nfe, "tolerance_slope": tol.slope,
+        "probe_taus": probes.taus, "probe_accuracy": probes.accuracy, "probe_chance": probes.chance,
+        "probe_largest_step": float(np.abs(np.diff(probes.accuracy)).max()) if len(probes.accuracy) > 1 else 0.0,
+        "probe_reviews": probes.n_train + probes.n_test,
+    }
+
+
+def second_paper(model, tok, size: Size, switch_u: float) -> dict:
+    from .analysis.dynamics import contraction_by_u, convergence
+    conv = convergence(model, tok, PROMPT, (0.0, 0.0), max_steps=size.convergence_steps)
+    # one control deep in each NFE regime (either side of the switch) and u = 0
+    regimes = {"negative": -1.0, "zero": 0.0, "positive": 1.0}
+    runs = contraction_by_u(model, tok, PROMPT, tuple(regimes.values()), n_tau=size.contraction_n_tau,
+                            n_probes=size.contraction_probes, lanczos_iterations=size.lanczos_iterations)
+    contraction = {name: {"u": u, "final_ftle": c.final_ftle, "max_top_eigenvalue": float(c.top_symmetric_eigenvalue.max()),
+                          "mean_growth_rate": float(c.growth_rate.mean()), "contractive": c.contractive,
+                          "side_of_switch": "below" if u < switch_u else "above"}
+                   for (name, u), c in zip(regimes.items(), runs)}
+    orders = {}
+    for name, fitted, errors in (("euler", conv.euler_order, conv.euler_error), ("rk4", conv.rk4_order, conv.rk4_error)):
+        bounded = not math.isfinite(fitted)
+        orders[f"{name}_order"] = order_lower_bound(conv.steps, errors, conv.floor) if bounded else fitted
+        orders[f"{name}_order_is_lower_bound"] = bounded
+    return {"steps": conv.steps, "euler_error": conv.euler_error, "rk4_error": conv.rk4_error, **orders,
+            "reference_error": conv.reference_error, "error_floor": conv.floor, "contraction": contraction}
+
+
+def order_lower_bound(steps, errors, floor: float) -> float:
+    """When fewer than two errors clear the reference's floor, no order can be fitted; but if the error
+    at N_k is above the floor and the one at N_k+1 is not, an error C·N^-p needs
+    p >= log(e_k / floor) / log(N_k+1 / N_k). 0 (no information) when even N = 1 is at the floor."""
+    steps, errors = np.asarray(steps, dtype=float), np.asarray(errors, dtype=float)
+    above = np.flatnonzero(errors > floor)
+    if above.size == 0 or above[-1] + 1 >= len(steps):
+        return 0.0
+    k = int(above[-1])
+    return float(np.log(errors[k] / floor) / np.log(steps[k + 1] / steps[k]))
+
+
+# ---------------------------------------------------------------- Exp 4
+
+def efficiency(hybrid, discrete, tok, checkpoint, size: Size) -> dict:
+    from .bench import run_bench
+    report = run_bench(hybrid, discrete, tok, memory_spec={"source": "checkpoint", "checkpoint": str(checkpoint)},
+                       label=f"{checkpoint} vs discrete", **size.bench).to_dict()
+    keys = ("latency_ratio", "flop_ratio", "kv_cache_speedup", "adjoint_mem_ratio_64_4", "direct_mem_ratio_64_4",
+            "regimes_sweep_s", "hybrid_forward_ms", "discrete_forward_ms", "cached_tokens_per_s",
+            "uncached_tokens_per_s", "repeats", "latency_shape", "memory_shape", "memory_method", "torch_threads")
+    return {k: report[k] for k in keys}
+
+
+# ---------------------------------------------------------------- against activation steering
+
+def activation_comparison(hybrid, discrete, tok, size: Size) -> dict:
+    from . import data, evaluate
+    from .activation_steering import (ActivationSteered, best_within_fluency_budget, pareto_verdict, steering_curve,
+                                      steering_vector, symmetric_grid)
+    from .ode import TRAINING_SOLVER
+
+    vec = steering_vector(discrete, tok, data.train_reviews(), max_reviews=size.vector_reviews)
+    c_limit = vec.residual_norm / vec.norm
+    u_grid = symmetric_grid(U_LIMIT, size.grid_points)
+    c_grid = symmetric_grid(c_limit, size.grid_points)
+    prompts = evaluate.heldout_prompts(tok, size.compare_prompts)
+    common = dict(tok=tok, prompts=prompts, new_tokens=evaluate.NEW_TOKENS, temperature=evaluate.TEMPERATURE,
+                  top_k=evaluate.TOP_K, seed=evaluate.SEED, solver=TRAINING_SOLVER)
+    u_controls = torch.tensor([[u, 0.0] for u in u_grid], dtype=torch.float32)
+    hybrid_curve = steering_curve("hybrid", "hybrid, learned control u", hybrid, hybrid, controls=u_controls, grid=u_grid, **common)
+    steered = ActivationSteered(discrete, vec.vector, torch.tensor(c_grid, dtype=torch.float32)).eval()
+    activation_curve = steering_curve("activation", "discrete + activation steering c", steered, discrete, controls=torch.zeros(len(c_grid), 2),
+                                      grid=c_grid, **common)
+    verdicts = {judge: pareto_verdict(hybrid_curve, activation_curve, judge) for judge in ("clf", "vader")}
+    budget = {f"{name}_{judge}": best_within_fluency_budget(curve, judge, FLUENCY_BUDGET)
+              for name, curve in (("hybrid", hybrid_curve), ("activation", activation_curve))
+              for judge in ("clf", "vader")}
+    return {"hybrid": hybrid_curve.to_dict(), "activation": activation_curve.to_dict(),
+            "u_grid": u_grid, "c_grid": c_grid, "c_limit": c_limit, "u_limit": U_LIMIT,
+            "vector_norm": vec.norm, "residual_norm": vec.residual_norm, "vector_reviews_per_class": vec.n_positive,
+            "prompts": len(prompts), "new_tokens": evaluate.NEW_TOKENS, "pareto": verdicts,
+            "fluency_budget": FLUENCY_BUDGET, "best_accuracy_within_budget": budget}
+
+
+# ---------------------------------------------------------------- the whole run
+
+def run_experiments(checkpoint=DEFAULT_CHECKPOINT, baseline=DEFAULT_BASELINE, quick: bool = False,
+                    size: Size | None = None, log=None) -> dict:
+    from . import evaluate
+
+    size = size or (QUICK if quick else FULL)
+    log = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    torch.manual_seed(0)
+    hybrid, tok, config = load_checkpoint(checkpoint)
+    discrete, _, _ = load_checkpoint(baseline)
+    if hybrid.config.arch != "hybrid" or discrete.config.arch != "discrete":
+        raise ValueError("--checkpoint must hold the hybrid model and --baseline the discrete one")
+    seconds, results = {}, {}
+
+    def timed(name, fn):
+        start, cpu = time.perf_counter(), time.process_time()
+        log(f"[experiments] {name} …")
+        value = fn()
+        seconds[name] = time.perf_counter() - start
+        log(f"[experiments] {name}: {seconds[name]:.1f} s ({time.process_time() - cpu:.1f} s CPU in this process)")
+        return value
+
+    results["stability"] = timed("stability", lambda: stability(checkpoint, baseline, hybrid, discrete,
+                                                                 config.get("model", {})))
+    report = timed("evaluate", lambda: evaluate.evaluate(checkpoint, baseline, quick=size.quick))
+    results["evaluate"] = report
+    results["steering"] = {"probe": probe_table(report),
+                           **{k: report[k] for k in ("steer_pos_clf", "steer_neg_clf", "steer_pos_vader",
+                                                     "steer_neg_vader", "steer_neutral_pos_clf", "style_rt_acc",
+                                                     "style_imdb_acc", "ppl_ratio_steered")},
+                           "prompts": (evaluate.QUICK if size.quick else evaluate.FULL).prompts}
+    results["continuity"] = {"solver_divergence": report["solver_divergence"],
+                             "sweep": timed("u sweep", lambda: u_sweep(hybrid, tok, size.sweep_points))}
+    results["solver_probing"] = timed("solver probing", lambda: solver_probing(hybrid, tok, size))
+    results["second_paper"] = timed("second paper", lambda: second_paper(hybrid, tok, size,
+                                                                         results["solver_probing"]["switch_u"]))
+    results["activation_steering"] = timed("activation steering", lambda: activation_comparison(hybrid, discrete,
+                                                                                                 tok, size))
+    results["efficiency"] = timed("efficiency", lambda: efficiency(hybrid, discrete, tok, checkpoint, size))
+    results["meta"] = {"quick": size.quick, "checkpoint": str(checkpoint), "baseline": str(baseline),
+                       "torch_threads": torch.get_num_threads(), "seconds": seconds,
+                       "total_seconds": float(sum(seconds.values())), "size": size.__dict__}
+    results = jsonable(results)
+    results["table"] = table_rows(results)
+    bad = non_finite_paths(results)
+    if bad:
+        raise ValueError(f"non-finite results at {', '.join(bad[:10])}")
+    return results
+
+
+# ---------------------------------------------------------------- the table
+
+def table_rows(r: dict) -> list[dict]:
+    """(section, paper figure, ours, how measured) rows for results.md and the Results page."""
+    s, st_, c, sp, sec, act, eff = (r["stability"], r["steering"], r["continuity"], r["solver_probing"],
+                                    r["second_paper"], r["activation_steering"], r["efficiency"])
+    h, d = s["hybrid"], s["discrete"]
+    probe = st_["probe"]
+    rows = [
+        ("1 Stability", f"final loss, hybrid vs discrete: {PAPER['final_loss']}",
+         f"{h['final_loss']:.3f} vs {d['final_loss']:.3f} (held-out {h['final_val_loss']:.3f} vs {d['final_val_loss']:.3f})",
+         f"last stage-1 training step of each log ({h['steps_stage1']} vs {d['steps_stage1']} steps, same batches); "
+         "held-out: last evaluation at u = 0"),
+        ("1 Stability", f"total grad norm: {PAPER['grad_norm']}", f"{_pm(h['grad_norm'])} vs {_pm(d['grad_norm'])}",
+         "mean ± std over stage 1, before clipping"),
+        ("1 Stability", f"ODE-block grad norm: {PAPER['ode_grad_norm']}",
+         f"{_pm(h['middle_grad_norm'])} (discrete middle blocks {_pm(d['middle_grad_norm'])})",
+         "norm of the middle block's gradients, stage 1"),
+        ("1 Stability", f"α drift: {PAPER['alpha']}",
+         f"{s['alpha_initial']:.3f} → {s['alpha_after_stage1']:.3f} (stage 1) → {s['alpha_final']:.3f} (final)",
+         "α from the config and the log; final from the checkpoint"),
+        ("1 Stability", f"exploding / vanishing steps: {PAPER['exploding_vanishing']}",
+         f"{h['exploding_steps'] + d['exploding_steps']} / {h['vanishing_steps'] + d['vanishing_steps']}",
+         "trainer flags, both models, all stages: grad norm > 10× median of last 200; middle grad norm < 1e-7"),
+        ("1 Stability", f"parameters: {PAPER['parameters']}",
+         f"{s['parameters_hybrid'] / 1e6:.2f}M vs {s['parameters_discrete'] / 1e6:.2f}M ({100 * s['parameter_ratio']:.1f}%)",
+         "all parameters, tied head counted once"),
+    ]
+    for label, key in (("+1", "probe_pos"), ("-1", "probe_neg"), ("0", "probe_zero")):
+        p = probe[label]
+        rows.append(("2 Steering", f"probe u = {label}: {PAPER[key]}",
+                     f"P(good) {100 * p['p_good']:.1f}%, P(bad) {100 * p['p_bad']:.1f}% "
+                     f"(good among the two: {100 * p['relative_good']:.1f}%)",
+                     f"'{PROMPT}' + word, whole-word probability (chain rule over its tokens), Euler 4"))
+    rows += [
+        ("2 Steering", f"judged generations: {PAPER['judged']}",
+         f"u=+1 positive {100 * st_['steer_pos_clf']:.0f}% (VADER {100 * st_['steer_pos_vader']:.0f}%); "
+         f"u=-1 negative {100 * st_['steer_neg_clf']:.0f}% (VADER {100 * st_['steer_neg_vader']:.0f}%); "
+         f"u=0 positive {100 * st_['steer_neutral_pos_clf']:.0f}%",
+         f"{st_['prompts']} held-out prompts × 40 sampled tokens; TF-IDF+LR judge and VADER on the continuation"),
+        ("2 Steering", "style control (not in the paper)",
+         f"u₂=-1 judged RT {100 * st_['style_rt_acc']:.0f}%, u₂=+1 judged IMDB {100 * st_['style_imdb_acc']:.0f}%",
+         "style judge (TF-IDF+LR on the source column)"),
+        ("3 Continuity", f"Euler-4 vs dopri5 divergence: {PAPER['divergence']}",
+         f"{100 * c['solver_divergence']:.4f}%",
+         "mean over prompts and u ∈ {-1, 0, 1} of |H_euler4(1) - H_dopri5(1)| / |H_dopri5(1)|, dopri5 at 1e-6"),
+        ("3 Continuity", f"u sweep -2 … +2: {PAPER['sweep']}",
+         f"largest jump {c['sweep']['largest_jump']:.4f} between u = {c['sweep']['largest_jump_u'][0]:+g} and "
+         f"{c['sweep']['largest_jump_u'][1]:+g}; relative P(good) {c['sweep']['relative_good'][0]:.3f} → "
+         f"{c['sweep']['relative_good'][-1]:.3f}",
+         f"{len(c['sweep']['u'])} values of u, next-token P(' good'), P(' bad') after '{PROMPT}'"),
+        ("4 Efficiency", f"latency hybrid / discrete: {PAPER['latency']}",
+         f"{eff['latency_ratio']:.3f}× (FLOP ratio {eff['flop_ratio']:.3f}×)",
+         f"steering.bench: no-grad forward, batch {eff['latency_shape'][0]} × {eff['latency_shape'][1]}, "
+         f"median of {eff['repeats']} alternating runs, {eff['torch_threads']} thread(s)"),
+        ("4 Efficiency", "KV cache speed-up (goal ≥ 5×)", f"{eff['kv_cache_speedup']:.1f}×",
+         "generation tokens/s with / without the cache"),
+        ("4 Efficiency", "adjoint memory 64 vs 4 Euler steps (goal ≤ 1.2×)",
+         f"{eff['adjoint_mem_ratio_64_4']:.2f}× (direct backprop {eff['direct_mem_ratio_64_4']:.2f}×)",
+         f"peak RSS growth of one training step, batch {eff['memory_shape'][0]} × {eff['memory_shape'][1]}, "
+         f"{eff['memory_method']}"),
+        ("4 Efficiency", "41-point NFE sweep time", f"{eff['regimes_sweep_s']:.2f} s", "steering.bench"),
+        ("Solver probing", f"NFE per u: {PAPER['nfe_regimes']}",
+         f"dopri5 {sp['nfe_below_switch']:.1f} below u = {sp['switch_u']:+.2f}, {sp['nfe_above_switch']:.1f} above"
+         + ("" if sp["switch_clear"] else " (no clear two-level switch)"),
+         f"dopri5 and adaptive_heun at rtol {sp['rtol']:g}, atol {sp['atol']:g}, {len(sp['u'])} values of u"),
+        ("Solver probing", f"two solvers agree: {PAPER['solver_agreement']}",
+         f"NFE within {100 * sp['solver_agreement']:.0f}%, accepted steps within {100 * sp['step_agreement']:.0f}%",
+         "max over u of |a - b| / mean(a, b)"),
+        ("Solver probing", f"{PAPER['switch']}",
+         f"switch u = {sp['switch_u']:+.2f}, crossover u = {sp['crossover_u']:+.2f}"
+         + ("" if sp["crossover_found"] else " (no crossover on the grid: closest point)"),
+         "switch: best two-level fit of NFE; crossover: P(good) = P(bad) among the two"),
+        ("Solver probing", f"NFE vs tolerance: {PAPER['tolerance']}",
+         f"{int(sp['tolerance_nfe'][0])} → {int(sp['tolerance_nfe'][-1])} NFE, slope {sp['tolerance_slope']:.3f}",
+         f"dopri5 at rtol = atol ∈ {[f'{t:g}' for t in sp['tolerances']]}, u = 0; slope of log NFE vs log 1/tol"),
+        ("Solver probing", f"linear probes over τ: {PAPER['probes']}",
+         ", ".join(f"τ={t:g}: {a:.2f}" for t, a in zip(sp["probe_taus"], sp["probe_accuracy"]))
+         + f" (largest step {sp['probe_largest_step']:.2f}, chance {sp['probe_chance']:.2f})",
+         f"logistic regression on mean-pooled H(τ), {sp['probe_reviews']} held-out reviews, 30% test"),
+        ("Second paper", f"Euler order: {PAPER['euler_order']}; RK4 order: {PAPER['rk4_order']}",
+         f"Euler {_order(sec, 'euler')}, RK4 {_order(sec, 'rk4')}",
+         f"float64 error at τ = 1 vs dopri5 at 1e-12, N = 1 … {int(sec['steps'][-1])}, u = 0"),
+    ]
+    for name, cr in sec["contraction"].items():
+        rows.append(("Second paper", f"contraction, u = {cr['u']:+g} ({cr['side_of_switch']} the NFE switch): "
+                     f"{PAPER['contraction']}",
+                     f"FTLE(τ=1) {cr['final_ftle']:+.3f}, max λ_max(S) {cr['max_top_eigenvalue']:+.3f}, "
+                     f"contractive everywhere: {'yes' if cr['contractive'] else 'no'}",
+                     "perturbation growth along the path (RK4 + JVP); top eigenvalue of (J+Jᵀ)/2 by Lanczos"))
+    hy, ac = act["hybrid"], act["activation"]
+    for judge, name in (("clf", "classifier"), ("vader", "VADER")):
+        v = act["pareto"][judge]
+        rows.append(("vs activation steering", f"accuracy vs fluency, {name} judge (not in the paper)",
+                     f"{v['dominates']} dominates" if v["dominates"] != "neither" else "neither dominates (fronts cross)",
+                     f"{v['points_per_method']} steered magnitudes per method; hybrid points dominated "
+                     f"{v['hybrid_points_dominated']}, activation points dominated "
+                     f"{v['activation_points_dominated']}"))
+    b = act["best_accuracy_within_budget"]
+    rows.append(("vs activation steering", f"best accuracy at perplexity ≤ {act['fluency_budget']}× unsteered",
+                 f"hybrid {100 * b['hybrid_clf']:.0f}% (VADER {100 * b['hybrid_vader']:.0f}%); activation "
+                 f"{100 * b['activation_clf']:.0f}% (VADER {100 * b['activation_vader']:.0f}%)",
+                 f"u grid {[round(x, 2) for x in act['u_grid']]}; c grid {[round(x, 2) for x in act['c_grid']]} "
+                 f"(|v| = {act['vector_norm']:.3f}, c limit = mean |H| / |v|); {act['prompts']} prompts"))
+    return [{"section": a, "paper": p, "ours": o, "how": w} for a, p, o, w in rows]
+
+
+def _order(sec: dict, name: str) -> str:
+    if sec[f"{name}_order_is_lower_bound"]:
+        return (f"≥ {sec[f'{name}_order']:.2f} (too few errors above the reference's floor "
+                f"{sec['error_floor']:.0e} to fit; bound from where it drops below)")
+    return f"{sec[f'{name}_order']:.2f}"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def results_markdown(r: dict) -> str:
+    meta = r["meta"]
+    lines = ["# Experiments: the paper's figures on our model", "",
+             f"Checkpoints: `{meta['checkpoint']}` (hybrid) and `{meta['baseline']}` (discrete). "
+             f"{'Quick run (small sizes, for tests).' if meta['quick'] else 'Full run.'} "
+             f"Took {meta['total_seconds']:.0f} s on {meta['torch_threads']} thread(s). "
+             "Regenerate with `python -m steering experiments`.", "",
+             "| Section | Paper figure | Ours | How measured |", "|---|---|---|---|"]
+    lines += [f"| {_cell(row['section'])} | {_cell(row['paper'])} | {_cell(row['ours'])} | {_cell(row['how'])} |"
+              for row in r["table"]]
+    act = r["activation_steering"]
+    lines += ["", "## Against activation steering", "",
+              "Steering vector: mean residual stream after block 2 (model.encode) over positive minus negative "
+              f"training reviews ({act['vector_reviews_per_class']} per class), added as c·v at every position. "
+              f"Both grids: {len(act['u_grid'])} evenly spaced points symmetric about 0, each up to its "
+              f"method's limit (u: ±{act['u_limit']:g}, the control range; c: ±{act['c_limit']:.2f}, where "
+              "|c·v| equals the mean residual norm). Accuracy at magnitude m: mean of the fraction judged "
+              "positive at +m and negative at -m. Perplexity: of the continuations under the unsteered model "
+              "(u = 0 for the hybrid, c = 0 for the discrete model).", "",
+              "| method | magnitude | accuracy (classifier) | accuracy (VADER) | perplexity |", "|---|---|---|---|---|"]
+    for key in ("hybrid", "activation"):
+        cur = act[key]
+        for m, a1, a2, p in zip(cur["magnitudes"], cur["accuracy_clf"], cur["accuracy_vader"],
+                                cur["paired_perplexity"]):
+            lines.append(f"| {cur['label']} | {m:g} | {a1:.3f} | {a2:.3f} | {p:.2f} |")
+    lines += ["", "Time per section (s): " + ", ".join(f"{k} {v:.0f}" for k, v in meta["seconds"].items()), ""]
+    return "\n".join(lines)
+
+
+def write_results(results: dict, out: str | Path) -> tuple[Path, Path]:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out / "results.json", out / "results.md"
+    json_path.write_text(json.dumps(results, indent=1, allow_nan=False, ensure_ascii=False) + "\n")
+    md_path.write_text(results_markdown(results))
+    return json_path, md_path
+
+
+def load_results(folder: str | Path) -> dict | None:
+    """results.json from folder, or None when there is none (the Results page then says how to make it)."""
+    path = Path(folder) / "results.json"
+    if not path.is_file():
+        return None
+    try:
+        results = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); rerun `python -m steering experiments`") from None
+    missing = [k for k in SECTIONS if k not in results]
+    if missing:
+        raise ValueError(f"{path} lacks {', '.join(missing)}: it was written by another version; rerun "
+                         "`python -m steering experiments`")
+    return results
+
+
+def run(checkpoint, baseline, out, quick: bool) -> str:
+    results = run_experiments(checkpoint, baseline, quick=quick)
+    json_path, md_path = write_results(results, out)
+    return f"wrote {json_path} and {md_path} ({results['meta']['total_seconds']:.0f} s)"
