@@ -56,6 +56,8 @@ def _train_args(p):
                       ("d_model", int), ("n_heads", int), ("field_hidden", int), ("control_embed_dim", int)]:
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=typ, default=None)
     p.add_argument("--stage2-trains", dest="stage2_trains", choices=["field", "field+post"], default=None)
+    p.add_argument("--contrast-scale", dest="contrast_scale", type=float, default=None)
+    p.add_argument("--contrast-axes", dest="contrast_axes", choices=["sentiment", "sentiment+style"], default=None)
 
 
 @command("generate", "sample steered continuations of a prompt")

@@ -122,33 +122,50 @@ class ControlledVectorField(nn.Module):
         nn.init.normal_(self.fc_out.weight, std=1e-3)
         nn.init.zeros_(self.fc_out.bias)
 
-    def forward(self, tau: torch.Tensor, h: torch.Tensor, u: torch.Tensor | None = None) -> torch.Tensor:
-        """α·F at depth τ for states h [batch, tokens, d] under control u [batch, c] (default: self.control)."""
+    def control_features(self, u: torch.Tensor) -> torch.Tensor:
+        """The control's share of the first layer's pre-activation, [batch, 1, hidden]: fixed along τ."""
+        d, e = self.norm.normalized_shape[0], self.control_embed.out_features
+        w_u = self.fc_in.weight[:, d:d + e]
+        return F.linear(self.control_embed(u), w_u, self.fc_in.bias).unsqueeze(1)
+
+    def forward(self, tau: torch.Tensor, h: torch.Tensor, u: torch.Tensor | None = None,
+                control_features: torch.Tensor | None = None) -> torch.Tensor:
+        """α·F at depth τ for states h [batch, tokens, d] under control u [batch, c].
+
+        fc_in acts on concat(norm(h), e(u), τ); it is applied as the sum of its three column
+        blocks so that the control's share can be computed once per solve (control_features).
+        """
         self.nfe += 1
         self.eval_taus.append(float(tau.detach()) if torch.is_tensor(tau) else float(tau))
-        u = self.control if u is None else u
-        if u is None:
-            raise RuntimeError("no control given: pass u or use solve_block")
-        batch, tokens, _ = h.shape
-        u_feat = self.control_embed(u.to(h.dtype)).unsqueeze(1).expand(batch, tokens, -1)
-        tau_feat = torch.as_tensor(tau, dtype=h.dtype, device=h.device).expand(batch, tokens, 1)
-        x = torch.cat([self.norm(h), u_feat, tau_feat], dim=-1)
-        out = self.alpha * self.fc_out(F.softplus(self.fc_in(x)))
+        if control_features is None:
+            u = self.control if u is None else u
+            if u is None:
+                raise RuntimeError("no control given: pass u or use solve_block")
+            control_features = self.control_features(u.to(h.dtype))
+        d = h.shape[-1]
+        w = self.fc_in.weight
+        pre = F.linear(self.norm(h), w[:, :d]) + control_features + torch.as_tensor(tau, dtype=h.dtype) * w[:, -1]
+        out = self.alpha * self.fc_out(F.softplus(pre))
         if self.recorded_outputs is not None:
             self.recorded_outputs.append(out)
         return out
 
 
 class _FieldUnderControl(nn.Module):
-    """The field with u bound, as torchdiffeq wants f(τ, H); u stays bound for the adjoint pass."""
+    """The field with u bound, as torchdiffeq wants f(τ, H).
 
-    def __init__(self, field: ControlledVectorField, u: torch.Tensor):
+    With direct backprop the control's features are computed once per solve. The adjoint
+    pass differentiates f(τ, H) alone, so there they are recomputed inside each call.
+    """
+
+    def __init__(self, field: ControlledVectorField, u: torch.Tensor, precompute: bool = True):
         super().__init__()
         self.field = field
         self.u = u
+        self.features = field.control_features(u) if precompute else None
 
     def forward(self, tau, h):
-        return self.field(tau, h, self.u)
+        return self.field(tau, h, self.u, self.features)
 
 
 @dataclass
@@ -195,7 +212,7 @@ def solve_block(
             params = tuple(p for p in field.parameters() if p.requires_grad)
             if u.requires_grad:
                 params = params + (u,)
-            states = odeint_adjoint(_FieldUnderControl(field, u), h0, tau_full, adjoint_params=params, **kwargs)
+            states = odeint_adjoint(_FieldUnderControl(field, u, precompute=False), h0, tau_full, adjoint_params=params, **kwargs)
         else:
             states = odeint(_FieldUnderControl(field, u), h0, tau_full, **kwargs)
     except AssertionError as err:

@@ -54,6 +54,8 @@ class TrainConfig:
     start_prob: float = 0.5
     roughness_weight: float = 2000.0    # penalty on α·F changing along the Euler path
     contrast_weight: float = 1.0      # stage 2 contrastive weight
+    contrast_scale: float = 0.0       # 0: Bayes rule on summed log-likelihoods; >0: scale x per-token mean
+    contrast_axes: str = "sentiment"  # "sentiment" or "sentiment+style": which axes get a flipped copy
     stage2_trains: str = "field+post" # "field" (paper) or "field+post" (also the blocks after the ODE)
     eval_every: int = 100
     eval_reviews: int = 200
@@ -177,21 +179,35 @@ def stage1_loss(model, x, y, u, cfg: TrainConfig):
 
 
 def stage2_loss(model, x, y, u, cfg: TrainConfig):
-    """LM at the true u, plus: each row likelier under its sentiment than under the flipped one."""
-    flipped = u.clone()
-    flipped[:, 0] = -flipped[:, 0]
-    logits, roughness = model(torch.cat([x, x]), torch.cat([u, flipped]))
-    own, other = logits.chunk(2)
-    lm = language_model_loss(own, y)
+    """LM at the true u, plus, per control axis: each row likelier under its own value than the flipped one.
+
+    With contrast_scale = 0 the class logit is the difference of summed log-likelihoods (Bayes
+    rule); a long window then wins its case with tiny per-token shifts. contrast_scale > 0 uses
+    scale x the per-token mean difference instead, which asks u to move every token's odds.
+    """
+    axes = [0] if cfg.contrast_axes == "sentiment" else [0, 1]
+    copies = [u]
+    for axis in axes:
+        flipped = u.clone()
+        flipped[:, axis] = -flipped[:, axis]
+        copies.append(flipped)
+    logits, roughness = model(torch.cat([x] * len(copies)), torch.cat(copies))
+    chunks = logits.chunk(len(copies))
+    lm = language_model_loss(chunks[0], y)
     mask = (y >= 0).float()
     safe_y = y.clamp_min(0)
-    ll_own = -(F.cross_entropy(own.transpose(1, 2), safe_y, reduction="none") * mask).sum(1)
-    ll_other = -(F.cross_entropy(other.transpose(1, 2), safe_y, reduction="none") * mask).sum(1)
-    has_sentiment = u[:, 0] != 0
-    if has_sentiment.any():
-        contrast = F.softplus(-(ll_own - ll_other)[has_sentiment]).mean()
-    else:
-        contrast = lm.new_zeros(())
+
+    def log_likelihood(chunk):
+        ll = -(F.cross_entropy(chunk.transpose(1, 2), safe_y, reduction="none") * mask).sum(1)
+        return ll * cfg.contrast_scale / mask.sum(1).clamp_min(1) if cfg.contrast_scale > 0 else ll
+
+    ll_own = log_likelihood(chunks[0])
+    contrasts = []
+    for axis, chunk in zip(axes, chunks[1:]):
+        has_value = u[:, axis] != 0
+        if has_value.any():
+            contrasts.append(F.softplus(-(ll_own - log_likelihood(chunk))[has_value]).mean())
+    contrast = torch.stack(contrasts).mean() if contrasts else lm.new_zeros(())
     loss = lm + cfg.contrast_weight * contrast + cfg.roughness_weight * roughness
     return loss, {"lm_loss": lm.item(), "contrast_loss": contrast.item(), "roughness": roughness.item()}
 
