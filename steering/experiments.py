@@ -67,9 +67,12 @@ class Size:
     bench: dict                 # keyword arguments of steering.bench.run_bench
 
 
-FULL = Size(quick=False, compare_prompts=40, grid_points=9, vector_reviews=1000, sweep_points=41, regimes_points=41,
+# Sized from CPU timings of each section on a demo-size checkpoint (about 5 CPU-minutes in all,
+# most of it the activation comparison, evaluate and the bench), so the run fits 30 minutes on
+# 2 cores with room for a trained model's higher NFE.
+FULL = Size(quick=False, compare_prompts=100, grid_points=13, vector_reviews=2000, sweep_points=41, regimes_points=41,
             tolerances=(1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8), probe_reviews=400,
-            probe_taus=(0.0, 0.25, 0.5, 0.67, 0.75, 1.0), contraction_n_tau=17, contraction_probes=4,
+            probe_taus=(0.0, 0.25, 0.5, 0.67, 0.75, 1.0), contraction_n_tau=33, contraction_probes=4,
             lanczos_iterations=24, convergence_steps=64, bench=dict(repeats=7))
 QUICK = Size(quick=True, compare_prompts=4, grid_points=5, vector_reviews=40, sweep_points=9, regimes_points=9,
              tolerances=(1e-2, 1e-3, 1e-4), probe_reviews=40, probe_taus=(0.0, 0.5, 1.0), contraction_n_tau=5,
@@ -213,7 +216,7 @@ def solver_probing(model, tok, size: Size) -> dict:
     }
 
 
-def second_paper(model, tok, size: Size, switch_u: float) -> dict:
+def second_paper(model, tok, size: Size, switch_u: float, switch_clear: bool = True) -> dict:
     from .analysis.dynamics import contraction_by_u, convergence
     conv = convergence(model, tok, PROMPT, (0.0, 0.0), max_steps=size.convergence_steps)
     # one control deep in each NFE regime (either side of the switch) and u = 0
@@ -222,7 +225,8 @@ def second_paper(model, tok, size: Size, switch_u: float) -> dict:
                             n_probes=size.contraction_probes, lanczos_iterations=size.lanczos_iterations)
     contraction = {name: {"u": u, "final_ftle": c.final_ftle, "max_top_eigenvalue": float(c.top_symmetric_eigenvalue.max()),
                           "mean_growth_rate": float(c.growth_rate.mean()), "contractive": c.contractive,
-                          "side_of_switch": "below" if u < switch_u else "above"}
+                          "side_of_switch": ("below" if u < switch_u else "above") if switch_clear
+                          else "no clear switch"}
                    for (name, u), c in zip(regimes.items(), runs)}
     orders = {}
     for name, fitted, errors in (("euler", conv.euler_order, conv.euler_error), ("rk4", conv.rk4_order, conv.rk4_error)):
@@ -323,8 +327,9 @@ def run_experiments(checkpoint=DEFAULT_CHECKPOINT, baseline=DEFAULT_BASELINE, qu
     results["continuity"] = {"solver_divergence": report["solver_divergence"],
                              "sweep": timed("u sweep", lambda: u_sweep(hybrid, tok, size.sweep_points))}
     results["solver_probing"] = timed("solver probing", lambda: solver_probing(hybrid, tok, size))
-    results["second_paper"] = timed("second paper", lambda: second_paper(hybrid, tok, size,
-                                                                         results["solver_probing"]["switch_u"]))
+    probing = results["solver_probing"]
+    results["second_paper"] = timed("second paper", lambda: second_paper(hybrid, tok, size, probing["switch_u"],
+                                                                         probing["switch_clear"]))
     results["activation_steering"] = timed("activation steering", lambda: activation_comparison(hybrid, discrete,
                                                                                                  tok, size))
     results["efficiency"] = timed("efficiency", lambda: efficiency(hybrid, discrete, tok, checkpoint, size))
@@ -424,7 +429,8 @@ def table_rows(r: dict) -> list[dict]:
          f"float64 error at τ = 1 vs dopri5 at 1e-12, N = 1 … {int(sec['steps'][-1])}, u = 0"),
     ]
     for name, cr in sec["contraction"].items():
-        rows.append(("Second paper", f"contraction, u = {cr['u']:+g} ({cr['side_of_switch']} the NFE switch): "
+        side = cr["side_of_switch"] + ("" if cr["side_of_switch"] == "no clear switch" else " the NFE switch")
+        rows.append(("Second paper", f"contraction, u = {cr['u']:+g} ({side}): "
                      f"{PAPER['contraction']}",
                      f"FTLE(τ=1) {cr['final_ftle']:+.3f}, max λ_max(S) {cr['max_top_eigenvalue']:+.3f}, "
                      f"contractive everywhere: {'yes' if cr['contractive'] else 'no'}",
