@@ -42,10 +42,11 @@ class TrainConfig:
     arch: str = "hybrid"
     out: str = "runs/hybrid"
     steps: int = 900                  # stage 1 optimiser steps
-    stage2_steps: int = 300           # hybrid only
+    stage2_steps: int = 250           # hybrid only
     tokens_per_batch: int = 4096
+    stage2_tokens_per_batch: int = 2048  # stage 2 runs each batch once per control copy
     lr: float = 2e-3
-    stage2_lr: float = 1e-3
+    stage2_lr: float = 2e-3
     warmup: int = 100
     weight_decay: float = 0.1
     grad_clip: float = 1.0
@@ -54,8 +55,9 @@ class TrainConfig:
     start_prob: float = 0.5
     roughness_weight: float = 2000.0    # penalty on α·F changing along the Euler path
     contrast_weight: float = 1.0      # stage 2 contrastive weight
-    contrast_scale: float = 0.0       # 0: Bayes rule on summed log-likelihoods; >0: scale x per-token mean
-    contrast_axes: str = "sentiment"  # "sentiment" or "sentiment+style": which axes get a flipped copy
+    contrast_scale: float = 10.0      # 0: Bayes rule on summed log-likelihoods; >0: scale x per-token mean
+    contrast_axes: str = "sentiment+style"  # which control axes get a flipped copy in stage 2
+    field_out_lr_scale: float = 10.0  # lr multiplier of the field's output layer (see _make_optimizer)
     stage2_trains: str = "field+post" # "field" (paper) or "field+post" (also the blocks after the ODE)
     eval_every: int = 100
     eval_reviews: int = 200
@@ -75,7 +77,7 @@ class TrainConfig:
 
 PRESETS = {
     "tiny": dict(vocab_size=512, block_size=64, d_model=64, n_heads=2, field_hidden=128, control_embed_dim=8,
-                 steps=150, stage2_steps=40, tokens_per_batch=1024, warmup=20, eval_every=50, eval_reviews=64,
+                 steps=150, stage2_steps=40, tokens_per_batch=1024, stage2_tokens_per_batch=1024, warmup=20, eval_every=50, eval_reviews=64,
                  max_reviews=3000, lr=3e-3, stage2_lr=3e-3),
     "demo": dict(),
 }
@@ -250,12 +252,22 @@ def _grad_norm(params) -> float:
     return float(torch.stack(norms).norm()) if norms else 0.0
 
 
-def _make_optimizer(params, lr: float, weight_decay: float):
-    params = [p for p in params if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
+def _make_optimizer(model, lr: float, weight_decay: float, field_out_lr_scale: float = 1.0):
+    """AdamW; matrices decay, vectors and α do not.
+
+    The field's output passes through α (0.1 at the start), and Adam moves each weight by
+    about lr per step whatever its gradient, so α·F would learn ten times slower than a
+    block's output: its output layer gets lr × field_out_lr_scale (1/α_init by default).
+    """
+    groups = {}
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        scale = field_out_lr_scale if name.startswith("field.fc_out") else 1.0
+        decay = weight_decay if p.dim() >= 2 else 0.0
+        groups.setdefault((scale, decay), []).append(p)
+    return torch.optim.AdamW([{"params": ps, "weight_decay": decay, "lr": lr * scale, "lr_scale": scale}
+                              for (scale, decay), ps in groups.items()], lr=lr, betas=(0.9, 0.95))
 
 
 def _lr_at(step: int, total: int, base: float, warmup: int) -> float:
@@ -312,7 +324,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             continue
         if stage == 2:
             _freeze_for_stage2(model, cfg.stage2_trains)
-        opt = _make_optimizer(model.parameters(), lr, cfg.weight_decay if stage == 1 else 0.0)
+            sampler.tokens_per_batch = cfg.stage2_tokens_per_batch
+        opt = _make_optimizer(model, lr, cfg.weight_decay if stage == 1 else 0.0, cfg.field_out_lr_scale)
         if cfg.resume and stage == start_stage and (state_dir / "state.json").is_file():
             meta = _load_state(state_dir, model, opt, sampler_gen)
             start_step, history = meta["step"], deque(meta["grad_history"], maxlen=200)
@@ -330,8 +343,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         model.train()
         for step in bar:
             t0 = time.perf_counter()
+            base_lr = _lr_at(step, n_steps, lr, cfg.warmup if stage == 1 else cfg.warmup // 4)
             for group in opt.param_groups:
-                group["lr"] = _lr_at(step, n_steps, lr, cfg.warmup if stage == 1 else cfg.warmup // 4)
+                group["lr"] = base_lr * group["lr_scale"]
             x, y, u, n_tokens = sampler.sample()
             x, y, u = x.to(device), y.to(device), u.to(device)
             loss, parts = loss_fn(wrapped, x, y, u, cfg)
@@ -349,7 +363,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                 continue
             record = {"stage": stage, "step": step, "loss": loss.item(), **parts, "grad_norm": grad_norm,
                       "ode_grad_norm": ode_grad_norm, "alpha": _alpha(model), "tokens_per_s": tokens_per_s,
-                      "tokens": n_tokens * world, "lr": opt.param_groups[0]["lr"],
+                      "tokens": n_tokens * world, "lr": base_lr,
                       "exploding": bool(exploding), "vanishing": bool(vanishing)}
             last = step == n_steps - 1
             if (step + 1) % cfg.eval_every == 0 or last:
@@ -386,7 +400,7 @@ def _truncate_log(log_path: Path, stage: int, step: int):
 
 def _alpha(model) -> float | None:
     field = getattr(model, "field", None)
-    return float(field.alpha) if field is not None else None
+    return field.alpha.item() if field is not None else None
 
 
 def train_config_fields() -> list[str]:
