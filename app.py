@@ -7,7 +7,7 @@ import lab_ui as ui
 from steering import lab
 from steering.figures.steer import next_token_figure, steer_map_figure
 
-st.set_page_config(page_title="Steering lab", page_icon="🧭", layout="wide",
+st.set_page_config(page_title="Steering lab", page_icon=":material/explore:", layout="wide",
                    initial_sidebar_state="collapsed" if ui.state().presenter else "auto")
 
 
@@ -48,14 +48,15 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
     text_col, numbers_col = st.columns([3, 1], gap="large")
     with text_col:
         with st.container(border=True, key="continuation"):
-            st.markdown(f"**{lab.escape_markdown(view.prompt_shown)}**{lab.escape_markdown(view.continuation)}")
+            st.markdown(lab.bold_then_plain(view.prompt_shown, view.continuation))
         if view.generation_notice:
             st.caption(view.generation_notice)
         st.caption(f"Same seed ({seed}) at every u, so only the control changes the text. "
                    f"Sampled with {view.solver_label}.")
     with numbers_col:
-        st.metric("Judged sentiment", lab.sentiment_label(judgement.score), f"P(positive) {judgement.score:.0%}",
-                  delta_color="off" if abs(judgement.score - 0.5) < 0.15 else "normal",
+        verdict = lab.sentiment_label(judgement.score)
+        st.metric("Judged sentiment", verdict, f"P(positive) {judgement.score:.0%}", delta_arrow="off",
+                  delta_color={"positive": "blue", "negative": "red"}.get(verdict, "gray"),
                   help="Trained TF-IDF judge when its files exist, else VADER's compound score mapped to 0…1."
                        f" VADER compound: {judgement.vader_compound:+.2f}.")
         st.metric("NFE of one solve", view.solve_nfe, help="Vector-field evaluations the solver needed to "
@@ -92,14 +93,14 @@ def steer():
 
 
 PAGES = {
-    "steer": st.Page(steer, title="Steer", icon="🧭", url_path="steer", default=True),
-    "trajectories": st.Page("pages/trajectories.py", title="Trajectories", icon="🌀", url_path="trajectories"),
-    "solvers": st.Page("pages/solvers.py", title="Solvers", icon="📐", url_path="solvers"),
-    "regimes": st.Page("pages/regimes.py", title="Regimes", icon="📈", url_path="regimes"),
-    "lens": st.Page("pages/lens.py", title="Depth lens", icon="🔍", url_path="lens"),
-    "dynamics": st.Page("pages/dynamics.py", title="Dynamics", icon="🧲", url_path="dynamics"),
-    "training": st.Page("pages/training.py", title="Training", icon="🏋️", url_path="training"),
-    "results": st.Page("pages/results.py", title="Results", icon="📊", url_path="results"),
+    "steer": st.Page(steer, title="Steer", icon=":material/explore:", url_path="steer", default=True),
+    "trajectories": st.Page("pages/trajectories.py", title="Trajectories", icon=":material/timeline:", url_path="trajectories"),
+    "solvers": st.Page("pages/solvers.py", title="Solvers", icon=":material/compare_arrows:", url_path="solvers"),
+    "regimes": st.Page("pages/regimes.py", title="Regimes", icon=":material/speed:", url_path="regimes"),
+    "lens": st.Page("pages/lens.py", title="Depth lens", icon=":material/layers:", url_path="lens"),
+    "dynamics": st.Page("pages/dynamics.py", title="Dynamics", icon=":material/blur_on:", url_path="dynamics"),
+    "training": st.Page("pages/training.py", title="Training", icon=":material/monitoring:", url_path="training"),
+    "results": st.Page("pages/results.py", title="Results", icon=":material/fact_check:", url_path="results"),
 }
 
 page = st.navigation(list(PAGES.values()), position="top" if ui.state().presenter else "sidebar")

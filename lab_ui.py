@@ -119,7 +119,7 @@ def sync_url(page: str):
 
 def show_url_notices():
     for notice in st.session_state.get(NOTICES_KEY, []):
-        st.warning(notice, icon="🔗")
+        st.warning(lab.escape_markdown(notice), icon=":material/link:")   # notices quote the link
 
 
 def apply_style():
@@ -185,9 +185,9 @@ def prompt_or_stop() -> str:
     """The cleaned prompt; notices shown; an unusable prompt stops the page with a message."""
     cleaned = lab.clean_prompt(state().prompt)
     for notice in cleaned.notices[:-1] if cleaned.refused else cleaned.notices:
-        st.warning(notice)
+        st.warning(lab.escape_markdown(notice))
     if cleaned.refused:
-        st.info(cleaned.notices[-1], icon="✏️")
+        st.info(lab.escape_markdown(cleaned.notices[-1]), icon=":material/edit:")
         st.stop()
     return cleaned.text
 
@@ -205,9 +205,9 @@ def run_safely(fn, *args, what: str = "this computation", **kwargs):
     try:
         return fn(*args, **kwargs)
     except SolverStepLimitError as err:
-        st.error(f"The solver gave up on {what}: {err}")
+        st.error(lab.escape_markdown(f"The solver gave up on {what}: {err}"))
     except ValueError as err:
-        st.error(f"Cannot compute {what}: {err}")
+        st.error(lab.escape_markdown(f"Cannot compute {what}: {err}"))
     st.stop()
 
 

@@ -50,7 +50,11 @@ mine = ProjectedPath(name="your u", u=control[0], tau=current.tau, points=points
 fig = pca_paths_figure(paths, dims=dims, explained_variance=pca.explained_variance_ratio, animate=animate,
                        highlight=[mine], title=f"H(τ) for u from −2 to +2 ({current.solver_label}); black: u = "
                                            f"{control[0]:+.2f}")
-ui.plot(ui.styled(fig, height=640 if dims == 3 else 560), key="paths")
+if animate:   # play/pause above the plot, the τ slider alone below it
+    fig.layout.updatemenus[0].update(x=1.0, y=1.08, xanchor="right", yanchor="bottom", direction="left",
+                                     pad=dict(t=0, r=0))
+    fig.layout.sliders[0].update(x=0.0, len=1.0, pad=dict(t=50, b=10))
+ui.plot(ui.styled(fig, height=660 if dims == 3 else 600), key="paths")
 st.caption(f"Explained variance of the map: "
            f"{', '.join(f'PC{i + 1} {v:.1%}' for i, v in enumerate(pca.explained_variance_ratio))}. "
            f"The map was fitted once on mean-token paths of {len(pca.prompts)} reference prompts.")

@@ -33,7 +33,7 @@ MAX_PROMPT_CHARS = 300
 LAB_SOLVERS = FIXED_SOLVERS + ADAPTIVE_SOLVERS
 
 # url_path of each page (the Steer page is the root); `?page=NAME` on the root opens NAME.
-PAGES = ("steer", "trajectories", "solvers", "regimes", "lens", "dynamics", "training")
+PAGES = ("steer", "trajectories", "solvers", "regimes", "lens", "dynamics", "training", "results")
 
 
 @dataclass(frozen=True)
@@ -427,3 +427,15 @@ def regimes_in_chunks(model, tok, prompt: str, u_grid, *, solvers=("dopri5", "ad
                    switch_u=switch_u, nfe_levels=levels, crossover_u=crossing(grid, relative),
                    target_probability=relative, target_raw=np.concatenate([p.target_raw for p in parts]),
                    seconds=float(sum(p.seconds for p in parts)))
+
+
+def bold_then_plain(bold: str, plain: str) -> str:
+    """Markdown for `bold` in bold followed by `plain`, both shown literally.
+
+    Whitespace stays outside the ** markers (CommonMark ignores emphasis that touches it).
+    """
+    core = bold.strip()
+    if not core:
+        return escape_markdown(bold + plain)
+    lead, trail = bold[:len(bold) - len(bold.lstrip())], bold[len(bold.rstrip()):]
+    return f"{lead}**{escape_markdown(core)}**{trail}{escape_markdown(plain)}"

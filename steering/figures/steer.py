@@ -87,7 +87,7 @@ def steer_map_figure(reference_paths: Sequence[np.ndarray], reference_u: Sequenc
         line=dict(width=5, color=CURRENT), hovertemplate="PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra>now</extra>"))
     fig.add_trace(go.Scatter(
         x=[current[0, 0], current[-1, 0]], y=[current[0, 1], current[-1, 1]], mode="markers+text",
-        text=["τ=0", "τ=1"], textposition=["bottom center", "top center"], showlegend=False,
+        text=["τ=0", "τ=1"], textposition=["bottom center", "top center"], showlegend=False, cliponaxis=False,
         marker=dict(size=[10, 16], symbol=["circle", "star"], color=[CURRENT, _u_color(float(current_u), u_abs)],
                     line=dict(width=1.5, color=CURRENT)), hoverinfo="skip"))
     everything = np.concatenate([np.asarray(p, dtype=float)[:, :2] for p in reference_paths] + [current[:, :2]])
@@ -100,7 +100,8 @@ def steer_map_figure(reference_paths: Sequence[np.ndarray], reference_u: Sequenc
                    zeroline=False),
         yaxis=dict(title=f"PC2 ({ex[1]:.0%} of variance)" if len(ex) > 1 else "PC2", range=[y_lo - pad_y, y_hi + pad_y],
                    zeroline=False),
-        legend=dict(orientation="h", yanchor="top", y=-0.18, x=0), uirevision="steer-map")
+        legend=dict(orientation="v", yanchor="top", y=1, x=1.02, font=dict(size=max(font_size - 2, 10))),
+        uirevision="steer-map")
     return style_figure(fig, font_size, height=470)
 
 

@@ -1,0 +1,142 @@
+"""Running the lab in a real browser: start `streamlit run app.py`, drive Debian's chromium with Playwright.
+
+Shared by tests/test_browser.py and benchmarks/bench_app.py.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CONTINUATION = ".st-key-continuation"
+MAP = ".st-key-steer_map .js-plotly-plot"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def streamlit_server(env: dict[str, str], log_path: Path, timeout: float = 180.0):
+    """`streamlit run app.py` on a free local port; yields (base URL, seconds until healthy)."""
+    port = free_port()
+    full_env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), **env}
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = log_path.open("w")
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                             "--server.address", "127.0.0.1", "--server.headless", "true",
+                             "--browser.gatherUsageStats", "false"],
+                            cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log_path}")
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.perf_counter() - start > timeout:
+                raise TimeoutError(f"streamlit did not answer within {timeout:.0f} s; see {log_path}")
+            time.sleep(0.1)
+        yield url, time.perf_counter() - start
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@contextmanager
+def browser(profile_dir: Path, width: int = 1600, height: int = 1000):
+    """A fresh chromium profile (the user-data-dir) and one page."""
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile_dir), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+            viewport={"width": width, "height": height})
+        try:
+            yield context.pages[0] if context.pages else context.new_page()
+        finally:
+            context.close()
+
+
+def wait_until_idle(page, timeout: float = 120.0, quiet: float = 0.8):
+    """Until the app has stopped running (no status widget, no spinner) for `quiet` seconds."""
+    deadline = time.perf_counter() + timeout
+    calm_since = None
+    while time.perf_counter() < deadline:
+        busy = page.locator('[data-testid="stStatusWidget"], [data-testid="stSpinner"]').count() > 0
+        if busy:
+            calm_since = None
+        elif calm_since is None:
+            calm_since = time.perf_counter()
+        elif time.perf_counter() - calm_since >= quiet:
+            return
+        time.sleep(0.1)
+    raise TimeoutError("the app kept running")
+
+
+def steer_text(page) -> str:
+    return page.locator(CONTINUATION).inner_text()
+
+
+def map_signature(page) -> list:
+    """The current path's last point in the Steer map, read from plotly's own data on the page."""
+    return page.evaluate("""(sel) => {
+        const gd = document.querySelector(sel);
+        if (!gd || !gd._fullData) return null;
+        const now = gd._fullData.find(t => (t.name || '').startsWith('now:'));
+        if (!now) return null;
+        const n = now.x.length;
+        return [now.name, now.x[n - 1], now.y[n - 1]];
+    }""", MAP)
+
+
+def wait_for_steer_page(page, timeout: float = 300.0):
+    page.wait_for_selector(CONTINUATION, timeout=timeout * 1000)
+    page.wait_for_function("""(sel) => { const gd = document.querySelector(sel);
+                                         return gd && gd._fullData && gd._fullData.length > 0; }""",
+                           arg=MAP, timeout=timeout * 1000)
+
+
+def sentiment_slider(page):
+    return page.locator('.st-key-w_sentiment input[type="range"]')
+
+
+def move_sentiment(page, key: str, timeout: float = 60.0) -> float:
+    """Press a key on the sentiment slider; seconds until the map shows the new path."""
+    before = map_signature(page)
+    slider = sentiment_slider(page)
+    slider.focus()
+    start = time.perf_counter()
+    page.keyboard.press(key)
+    page.wait_for_function("""([sel, old]) => {
+        const gd = document.querySelector(sel);
+        const now = gd && gd._fullData && gd._fullData.find(t => (t.name || '').startsWith('now:'));
+        if (!now) return false;
+        const n = now.x.length;
+        return now.name !== old[0] || now.x[n - 1] !== old[1] || now.y[n - 1] !== old[2];
+    }""", arg=[MAP, before], timeout=timeout * 1000, polling="raf")
+    return time.perf_counter() - start
+
+
+def open_page(page, url: str, timeout: float = 180.0):
+    page.goto(url, timeout=timeout * 1000, wait_until="domcontentloaded")
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout * 1000)

@@ -1,0 +1,274 @@
+"""The lab app under Streamlit's AppTest: every page renders, the slider steers, links restore state,
+bad input gets a message and never a traceback."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from lab_checkpoints import build_lab_checkpoints, lab_environment
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="session")
+def lab_env(tmp_path_factory):
+    """Point the app at small checkpoints for the whole session (the app reads these at call time)."""
+    env = lab_environment(build_lab_checkpoints(tmp_path_factory.mktemp("lab")))
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield env
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def run_app(params: dict | None = None, page: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    if params:
+        at.query_params.update(params)
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    return at
+
+
+def no_exception(at: AppTest):
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def continuation(at: AppTest) -> str:
+    """The markdown block holding prompt + generated text (the only one that starts in bold)."""
+    blocks = [m.value for m in at.markdown if m.value.startswith("**")]
+    assert len(blocks) == 1, [m.value for m in at.markdown]
+    return blocks[0]
+
+
+def values(data) -> list:
+    """A plotly array from a figure's JSON: plain lists, or plotly's typed binary {dtype, bdata}."""
+    if isinstance(data, dict) and "bdata" in data:
+        array = np.frombuffer(base64.b64decode(data["bdata"]), dtype=np.dtype(data["dtype"]))
+        if "shape" in data:
+            array = array.reshape([int(n) for n in str(data["shape"]).split(",")])
+        return array.tolist()
+    return list(data)
+
+
+def chart(at: AppTest, name: str) -> dict:
+    for element in at.get("plotly_chart"):
+        if element.proto.id and name in element.proto.id:
+            return json.loads(element.proto.spec)
+    raise AssertionError(f"no chart with key {name!r}")
+
+
+def current_path(at: AppTest) -> list[tuple[float, float]]:
+    trace = next(t for t in chart(at, "steer_map")["data"] if str(t.get("name", "")).startswith("now:"))
+    return list(zip(values(trace["x"]), values(trace["y"])))
+
+
+def messages(at: AppTest) -> str:
+    """All alert texts, with the markdown escapes the app adds to quoted user text removed."""
+    text = " ".join(str(e.value) for e in list(at.warning) + list(at.info) + list(at.error))
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def test_steer_page_renders_text_numbers_and_plots(lab_env):
+    at = run_app()
+    no_exception(at)
+    assert continuation(at).startswith("**The movie was**")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Judged sentiment"] in ("positive", "negative", "mixed")
+    assert metrics["NFE of one solve"] == "4"                      # euler, 4 steps: one field call per step
+    probs = values(chart(at, "next_token")["data"][0]["x"])
+    assert len(probs) == 10 and all(0 <= p <= 1 for p in probs)
+    assert sorted(probs) == probs                                 # most likely on top (plotly draws bottom-up)
+    assert len(current_path(at)) == 33
+    assert at.query_params["u"] == "0" and at.query_params["prompt"] == "The movie was"
+
+
+def test_sentiment_slider_changes_text_and_trajectory(lab_env):
+    at = run_app({"u": "-2"})
+    no_exception(at)
+    text_negative, path_negative = continuation(at), current_path(at)
+    at.slider(key="w_sentiment").set_value(2.0).run()
+    no_exception(at)
+    text_positive, path_positive = continuation(at), current_path(at)
+    assert text_positive != text_negative
+    assert path_positive[0] == pytest.approx(path_negative[0], abs=1e-9)    # u enters only after τ = 0
+    assert path_positive[-1] != pytest.approx(path_negative[-1], abs=1e-6)
+    assert at.query_params["u"] == "2"
+    # dragging back gives the very same text: one seed for every u
+    at.slider(key="w_sentiment").set_value(-2.0).run()
+    assert continuation(at) == text_negative
+
+
+def test_query_params_restore_the_state(lab_env):
+    params = {"prompt": "The acting in this movie", "u": "1.25", "style": "-0.5", "solver": "rk4", "steps": "8"}
+    at = run_app(params)
+    no_exception(at)
+    assert at.slider(key="w_sentiment").value == 1.25
+    assert at.slider(key="w_style").value == -0.5
+    assert at.text_area(key="w_prompt").value == "The acting in this movie"
+    assert at.selectbox(key="w_solver").value == "rk4"
+    assert at.number_input(key="w_steps").value == 8
+    assert continuation(at).startswith("**The acting in this movie**")
+    assert {m.label: m.value for m in at.metric}["NFE of one solve"] == "32"   # rk4: 4 calls × 8 steps
+    assert not at.warning
+    for key, value in params.items():
+        assert at.query_params[key] == value
+
+
+def test_adaptive_solver_and_tolerance_from_the_link(lab_env):
+    at = run_app({"solver": "dopri5", "tol": "1e-05"})
+    no_exception(at)
+    assert at.select_slider(key="w_tol").value == pytest.approx(1e-5)
+    assert int({m.label: m.value for m in at.metric}["NFE of one solve"]) > 6
+    assert at.query_params["tol"] == "1e-05" and "steps" not in at.query_params
+
+
+@pytest.mark.parametrize("params, expected", [
+    ({"u": "abc"}, "not a number"),
+    ({"u": "nan"}, "not a number"),
+    ({"u": "7"}, "clamped to 2"),
+    ({"u": "-1e308"}, "clamped to -2"),
+    ({"style": "inf"}, "clamped to 2"),
+    ({"solver": "dopri5", "tol": "0"}, "clamped to 1e-08"),
+    ({"solver": "dopri5", "tol": "lots"}, "not a number"),
+    ({"solver": "<script>"}, "unknown"),
+    ({"steps": "100000"}, "clamped to 64"),
+    ({"page": "nowhere"}, "unknown"),
+    ({"prompt": ""}, "empty"),
+])
+def test_bad_link_values_show_a_message(lab_env, params, expected):
+    at = run_app(params)
+    no_exception(at)
+    assert expected in messages(at)
+    continuation(at)                      # the page still works with the clamped or default value
+
+
+def test_out_of_range_u_is_clamped_onto_the_slider(lab_env):
+    at = run_app({"u": "9.99"})
+    assert at.slider(key="w_sentiment").value == 2.0
+    assert at.query_params["u"] == "2"
+
+
+@pytest.mark.parametrize("prompt, expected", [
+    ("   ", "empty"),
+    ("The movie was " * 40, "only the first 300"),
+    ("The movie\x00 was\x1b[31m great\u200b", "Removed 3 control"),
+    ("The movie was 🎬🍿", "emoji"),
+])
+def test_bad_prompts_show_a_message(lab_env, prompt, expected):
+    at = run_app()
+    at.text_area(key="w_prompt").input(prompt).run()
+    no_exception(at)
+    assert expected in messages(at)
+
+
+def test_empty_prompt_is_refused_without_computing(lab_env):
+    at = run_app()
+    at.text_area(key="w_prompt").input("").run()
+    no_exception(at)
+    assert "type a few words" in messages(at)
+    assert not at.get("plotly_chart") and not [m for m in at.markdown if m.value.startswith("**")]
+
+
+def test_user_text_is_never_markup(lab_env):
+    nasty = "<b>x</b> [a](javascript:b) **s** $x$ :+1:"
+    at = run_app({"prompt": nasty})
+    at.slider(key="w_new_tokens").set_value(4).run()      # room in the small context for the whole prompt
+    no_exception(at)
+    shown = continuation(at)
+    assert shown.startswith(r"**\<b\>x\</b\> \[a\]\(javascript\:b\) \*\*s\*\* \$x\$ \:\+1\:**")
+    unescaped = re.sub(r"\\.", "", shown)          # what is left once every escaped character is gone
+    assert unescaped.count("*") == 4 and not set("<>[]()$`:") & set(unescaped)   # only the bold markers
+
+
+def test_example_prompt_pill_sets_the_prompt(lab_env):
+    at = run_app()
+    at.button_group(key="w_example").set_value("The ending").run()
+    no_exception(at)
+    assert continuation(at).startswith("**The ending**")
+    assert at.query_params["prompt"] == "The ending"
+
+
+def test_presenter_mode_from_the_link(lab_env):
+    at = run_app({"presenter": "1"})
+    no_exception(at)
+    assert any("font-size: 22px" in m.value for m in at.markdown)
+    assert at.toggle(key="w_presenter").value is True
+    assert at.query_params["presenter"] == "1"
+    normal = run_app()
+    assert not any("font-size: 22px" in m.value for m in normal.markdown)
+    assert normal.toggle(key="w_presenter").value is False
+
+
+def test_page_param_opens_that_page_with_the_state(lab_env):
+    at = run_app({"page": "solvers", "u": "0.5"})
+    no_exception(at)
+    assert at.title[0].value == "Fixed vs adaptive solvers"
+    assert at.query_params["page"] == "solvers" and at.query_params["u"] == "0.5"
+
+
+PAGES = {
+    "pages/trajectories.py": ("paths", "Download these paths (CSV)"),
+    "pages/solvers.py": ("divergence", "Download the divergence along τ (CSV)"),
+    "pages/regimes.py": ("regimes", "Download the NFE sweep (CSV)"),
+    "pages/lens.py": ("lens", "Download the lens (CSV)"),
+    "pages/dynamics.py": ("convergence", "Download the convergence data (CSV)"),
+    "pages/training.py": ("training_curves", "Download the hybrid log (CSV)"),
+}
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_every_page_renders_its_figure_and_download(lab_env, page):
+    at = run_app({"u": "0.5", "prompt": "The story"}, page=page)
+    no_exception(at)
+    assert not at.error, [e.value for e in at.error]
+    key, download = PAGES[page]
+    assert chart(at, key)["data"]
+    assert download in [b.proto.label for b in at.get("download_button")]
+    assert at.query_params["u"] == "0.5" and at.query_params["prompt"] == "The story"
+
+
+def test_results_page_renders(lab_env):
+    at = run_app(page="pages/results.py")
+    no_exception(at)
+    assert at.title
+
+
+def test_solvers_page_numbers(lab_env):
+    at = run_app(page="pages/solvers.py")
+    metrics = {m.label: m.value for m in at.metric}
+    divergence = float(metrics["Final divergence at τ = 1"].rstrip("%"))
+    assert 0 < divergence < 100
+    assert metrics["NFE of A (euler (4 steps))"] == "4"
+    at.number_input(key="w_a_steps").set_value(32).run()
+    finer = float({m.label: m.value for m in at.metric}["Final divergence at τ = 1"].rstrip("%"))
+    assert finer < divergence                     # more Euler steps: closer to the adaptive reference
+
+
+def test_trajectory_page_follows_the_slider(lab_env):
+    at = run_app({"u": "-1"}, page="pages/trajectories.py")
+    before = [t for t in chart(at, "paths")["data"] if t.get("name") == "your u (u=-1.00)"]
+    at.slider(key="w_sentiment").set_value(1.0).run()
+    no_exception(at)
+    after = [t for t in chart(at, "paths")["data"] if t.get("name") == "your u (u=+1.00)"]
+    assert before and after and values(before[0]["x"])[-1] != values(after[0]["x"])[-1]
+
+
+def test_missing_checkpoint_says_how_to_train(lab_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("STEERING_CHECKPOINT", str(tmp_path / "nothing-here"))
+    at = run_app()
+    no_exception(at)
+    text = " ".join(e.value for e in at.error)
+    assert "No trained model" in text and "python -m steering train" in text

@@ -1,0 +1,75 @@
+"""The lab in a real browser: `streamlit run app.py` on a free port, driven through Debian's chromium.
+
+Moves the sentiment slider and checks that the generated text and the map's path changed,
+that the URL followed, and that no page shows a traceback. Screenshots of every page go
+to test-output/browser/ (git-ignored).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from browser_lab import (ROOT, browser, map_signature, move_sentiment, open_page, steer_text, streamlit_server,
+                         wait_for_steer_page, wait_until_idle)
+from lab_checkpoints import build_lab_checkpoints, lab_environment
+
+SHOTS = ROOT / "test-output" / "browser"
+PAGES = ("trajectories", "solvers", "regimes", "lens", "dynamics", "training", "results")
+
+
+@pytest.fixture(scope="module")
+def lab_url(tmp_path_factory):
+    root = tmp_path_factory.mktemp("browser-lab")
+    env = lab_environment(build_lab_checkpoints(root))
+    with streamlit_server(env, SHOTS / "streamlit.log") as (url, _):
+        yield url, root
+
+
+def no_traceback(page):
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert "Traceback" not in page.locator('[data-testid="stApp"]').inner_text()
+
+
+def test_slider_steers_text_and_plot_in_the_browser(lab_url):
+    url, root = lab_url
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with browser(root / "profile") as page:
+        open_page(page, f"{url}/?u=-2")
+        wait_for_steer_page(page)
+        wait_until_idle(page)
+        no_traceback(page)
+        text_before, map_before = steer_text(page), map_signature(page)
+        assert text_before.startswith("The movie was") and map_before[0] == "now: u = -2.00"
+        page.screenshot(path=str(SHOTS / "steer_u-2.png"), full_page=True)
+
+        move_sentiment(page, "End")          # to u = +2
+        wait_until_idle(page)
+        text_after, map_after = steer_text(page), map_signature(page)
+        assert map_after[0] == "now: u = +2.00"
+        assert map_after[1:] != pytest.approx(map_before[1:], abs=1e-6)
+        assert text_after != text_before
+        assert "u=2" in page.url
+        no_traceback(page)
+        page.screenshot(path=str(SHOTS / "steer.png"), full_page=True)
+
+        for name in PAGES:
+            open_page(page, f"{url}/{name}?u=0.5")
+            page.wait_for_selector("h1", timeout=300_000)
+            wait_until_idle(page, timeout=300)
+            no_traceback(page)
+            page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+        open_page(page, f"{url}/?u=1.5&presenter=1")
+        wait_for_steer_page(page)
+        wait_until_idle(page)
+        page.screenshot(path=str(SHOTS / "steer_presenter.png"), full_page=True)
+
+        open_page(page, f"{url}/?u=banana&solver=%3Cscript%3E")
+        wait_for_steer_page(page)
+        wait_until_idle(page)
+        warnings = page.locator('[data-testid="stAlert"]').all_inner_texts()
+        assert any("not a number" in w for w in warnings) and any("unknown" in w for w in warnings)
+        no_traceback(page)
+        page.screenshot(path=str(SHOTS / "steer_bad_link.png"), full_page=True)
+    assert all((SHOTS / f"{name}.png").stat().st_size > 10_000 for name in PAGES)
