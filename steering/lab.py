@@ -226,7 +226,8 @@ html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
 .block-container, [data-testid="stMainBlockContainer"] { padding-top: 1rem !important; max-width: 96vw; }
 h1 { font-size: 2.6rem !important; }
 h2, h3 { font-size: 1.9rem !important; }
-[data-testid="stMetricValue"] { font-size: 2.6rem !important; }
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] p, [data-testid="stMetricValue"] div {
+  font-size: 2.6rem !important; line-height: 1.2 !important; }
 [data-testid="stSlider"] label p, [data-testid="stWidgetLabel"] p { font-size: 1.3rem !important; }
 </style>
 """
