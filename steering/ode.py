@@ -196,6 +196,7 @@ def solve_block(
         tau_full = torch.cat([tau.new_zeros(1), tau])
     else:
         tau_full = tau
+    u = u.to(h0.dtype)
     if u.dim() == 1:
         u = u.unsqueeze(0)
     if u.shape[0] == 1 and h0.shape[0] > 1:
