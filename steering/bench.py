@@ -86,9 +86,11 @@ def forward_flops(cfg: ModelConfig, batch: int, tokens: int, field_evals: int = 
     if cfg.arch == "discrete":
         middle = cfg.n_mid * block
     else:
-        per_eval = 2 * n * ((d + cfg.control_embed_dim + 1) * cfg.field_hidden + cfg.field_hidden * d)
-        per_eval += 2 * batch * cfg.control_dim * cfg.control_embed_dim
-        middle = field_evals * per_eval
+        # the control's share of the first layer is computed once per solve (ode.control_features);
+        # τ's share is a scaled vector, no matrix product
+        per_eval = 2 * n * (d * cfg.field_hidden + cfg.field_hidden * d)
+        per_solve = 2 * batch * (cfg.control_dim * cfg.control_embed_dim + cfg.control_embed_dim * cfg.field_hidden)
+        middle = field_evals * per_eval + per_solve
     return (cfg.n_pre + cfg.n_post) * block + middle + head
 
 

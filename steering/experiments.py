@@ -333,7 +333,7 @@ def run_experiments(checkpoint=DEFAULT_CHECKPOINT, baseline=DEFAULT_BASELINE, qu
     results["activation_steering"] = timed("activation steering", lambda: activation_comparison(hybrid, discrete,
                                                                                                  tok, size))
     results["efficiency"] = timed("efficiency", lambda: efficiency(hybrid, discrete, tok, checkpoint, size))
-    results["meta"] = {"quick": size.quick, "checkpoint": str(checkpoint), "baseline": str(baseline),
+    results["meta"] = {"quick": size.quick, "checkpoint": _shown_path(checkpoint), "baseline": _shown_path(baseline),
                        "torch_threads": torch.get_num_threads(), "seconds": seconds,
                        "total_seconds": float(sum(seconds.values())), "size": size.__dict__}
     results = jsonable(results)
@@ -521,3 +521,12 @@ def run(checkpoint, baseline, out, quick: bool) -> str:
     results = run_experiments(checkpoint, baseline, quick=quick)
     json_path, md_path = write_results(results, out)
     return f"wrote {json_path} and {md_path} ({results['meta']['total_seconds']:.0f} s)"
+
+
+def _shown_path(path) -> str:
+    """A checkpoint path relative to the repository when it lies inside it, so committed results read the same anywhere."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        return str(Path(path).resolve().relative_to(root))
+    except ValueError:
+        return str(path)
