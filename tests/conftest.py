@@ -47,3 +47,15 @@ def small_discrete(small_tokenizer):
 def small_checkpoint(tmp_path, small_hybrid, small_tokenizer):
     from steering.checkpoint import save_checkpoint
     return save_checkpoint(small_hybrid, tmp_path / "ckpt", small_tokenizer, dtype=torch.float32)
+
+
+@pytest.fixture(scope="session")
+def tiny_trained_pair(tmp_path_factory):
+    """A few real training steps of each architecture, sharing one tokenizer (real logs, both stages)."""
+    from steering.train import make_config, train
+    root = tmp_path_factory.mktemp("tiny_pair")
+    short = dict(steps=8, max_reviews=400, eval_every=4, eval_reviews=16, warmup=2)
+    hybrid = train(make_config("tiny", out=str(root / "hybrid"), stage2_steps=3, **short), progress=False)
+    discrete = train(make_config("tiny", arch="discrete", out=str(root / "discrete"),
+                                 tokenizer=str(hybrid / "tokenizer.json"), **short), progress=False)
+    return hybrid, discrete

@@ -18,25 +18,13 @@ PROBABILITIES = ("judge_heldout_acc", "steer_pos_clf", "steer_neg_clf", "steer_p
 
 
 @pytest.fixture(scope="session")
-def tiny_checkpoints(tmp_path_factory):
-    """A few training steps of each architecture, sharing one tokenizer (real logs, both stages)."""
-    from steering.train import make_config, train
-    root = tmp_path_factory.mktemp("evaluate")
-    short = dict(steps=8, max_reviews=400, eval_every=4, eval_reviews=16, warmup=2)
-    hybrid = train(make_config("tiny", out=str(root / "hybrid"), stage2_steps=3, **short), progress=False)
-    discrete = train(make_config("tiny", arch="discrete", out=str(root / "discrete"),
-                                 tokenizer=str(hybrid / "tokenizer.json"), **short), progress=False)
-    return hybrid, discrete
-
-
-@pytest.fixture(scope="session")
-def quick_report(tiny_checkpoints):
-    hybrid, discrete = tiny_checkpoints
+def quick_report(tiny_trained_pair):
+    hybrid, discrete = tiny_trained_pair
     return evaluate.evaluate(hybrid, discrete, quick=True)
 
 
-def test_cli_prints_exactly_the_issue_keys_with_finite_values_in_range(tiny_checkpoints, capsys):
-    hybrid, discrete = tiny_checkpoints
+def test_cli_prints_exactly_the_issue_keys_with_finite_values_in_range(tiny_trained_pair, capsys):
+    hybrid, discrete = tiny_trained_pair
     assert main(["evaluate", "--quick", "--json", "--checkpoint", str(hybrid), "--baseline", str(discrete)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert list(report) == list(evaluate.KEYS)
@@ -59,8 +47,8 @@ def test_cli_prints_exactly_the_issue_keys_with_finite_values_in_range(tiny_chec
     assert report["probe_bad_neg"] == pytest.approx(raw["-1"]["bad"] / (raw["-1"]["good"] + raw["-1"]["bad"]))
 
 
-def test_report_reads_alpha_and_gradient_flags_from_both_logs(tiny_checkpoints, quick_report):
-    hybrid, discrete = tiny_checkpoints
+def test_report_reads_alpha_and_gradient_flags_from_both_logs(tiny_trained_pair, quick_report):
+    hybrid, discrete = tiny_trained_pair
     records = read_log(hybrid) + read_log(discrete)
     assert {r["stage"] for r in read_log(hybrid)} == {1, 2}
     assert quick_report["exploding_steps"] == sum(r["exploding"] for r in records)
@@ -69,8 +57,8 @@ def test_report_reads_alpha_and_gradient_flags_from_both_logs(tiny_checkpoints, 
     assert quick_report["alpha_final"] == pytest.approx(read_log(hybrid)[-1]["alpha"])
 
 
-def test_evaluation_is_deterministic(tiny_checkpoints, quick_report):
-    hybrid, discrete = tiny_checkpoints
+def test_evaluation_is_deterministic(tiny_trained_pair, quick_report):
+    hybrid, discrete = tiny_trained_pair
     again = evaluate.evaluate(hybrid, discrete, quick=True)
     assert again == quick_report
 
@@ -125,7 +113,7 @@ def test_continuation_perplexity_prefers_the_models_own_text(small_hybrid, small
     assert 1.0 <= greedy < random_tokens
 
 
-def test_wrong_checkpoints_are_refused(tiny_checkpoints, capsys):
-    hybrid, discrete = tiny_checkpoints
+def test_wrong_checkpoints_are_refused(tiny_trained_pair, capsys):
+    hybrid, discrete = tiny_trained_pair
     assert main(["evaluate", "--quick", "--checkpoint", str(discrete), "--baseline", str(discrete)]) == 2
     assert "must be the hybrid" in capsys.readouterr().err

@@ -49,20 +49,8 @@ def lookup(results: dict, dotted: str):
 
 
 @pytest.fixture(scope="session")
-def tiny_pair(tmp_path_factory):
-    """A few training steps of each architecture, sharing one tokenizer (real logs, both stages)."""
-    from steering.train import make_config, train
-    root = tmp_path_factory.mktemp("experiments")
-    short = dict(steps=8, max_reviews=400, eval_every=4, eval_reviews=16, warmup=2)
-    hybrid = train(make_config("tiny", out=str(root / "hybrid"), stage2_steps=3, **short), progress=False)
-    discrete = train(make_config("tiny", arch="discrete", out=str(root / "discrete"),
-                                 tokenizer=str(hybrid / "tokenizer.json"), **short), progress=False)
-    return hybrid, discrete
-
-
-@pytest.fixture(scope="session")
-def quick_run(tiny_pair, tmp_path_factory):
-    hybrid, discrete = tiny_pair
+def quick_run(tiny_trained_pair, tmp_path_factory):
+    hybrid, discrete = tiny_trained_pair
     out = tmp_path_factory.mktemp("results")
     assert main(["experiments", "--quick", "--out", str(out), "--checkpoint", str(hybrid),
                  "--baseline", str(discrete)]) == 0
@@ -82,10 +70,10 @@ def test_quick_run_has_every_figure_present_and_finite(quick_run):
     assert results["meta"]["quick"] is True
 
 
-def test_quick_run_figures_agree_with_the_models_and_each_other(quick_run, tiny_pair):
+def test_quick_run_figures_agree_with_the_models_and_each_other(quick_run, tiny_trained_pair):
     _, r = quick_run
-    hybrid, _, config = load_checkpoint(tiny_pair[0])
-    discrete, _, _ = load_checkpoint(tiny_pair[1])
+    hybrid, _, config = load_checkpoint(tiny_trained_pair[0])
+    discrete, _, _ = load_checkpoint(tiny_trained_pair[1])
     s = r["stability"]
     assert s["parameters_hybrid"] == hybrid.num_parameters() and s["parameters_discrete"] == discrete.num_parameters()
     assert s["alpha_final"] == pytest.approx(float(hybrid.field.alpha.detach()))
