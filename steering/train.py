@@ -375,7 +375,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                 _save_state(state_dir, model, opt, step + 1, stage, sampler_gen, history)
             with log_path.open("a") as f:
                 f.write(json.dumps(record) + "\n")
-            bar.set_postfix(loss=f"{float(loss):.3f}", tok_s=f"{tokens_per_s:,.0f}")
+            bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tokens_per_s:,.0f}")
         start_step = 0
 
     if rank == 0:

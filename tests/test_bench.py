@@ -114,9 +114,13 @@ def test_sweep_without_a_tokenizer_times_41_direct_dopri5_solves(small_tokenizer
 
 
 def _memory_in_this_process(spec, steps, adjoint, batch, tokens):
-    """The memory probe without its subprocess (the CLI test above pays for those once)."""
+    """The memory probe without its subprocess (the CLI test above pays for those once).
+
+    Inside a long pytest process the step may fit in memory freed earlier, so the peak need not
+    move here; the CLI test checks the real, one-process-per-configuration measurement.
+    """
     out = bench.memory_probe({**spec, "steps": steps, "adjoint": adjoint, "batch": batch, "tokens": tokens})
-    assert out.pop("peak_moved")
+    out.pop("peak_moved")
     return bench.MemoryResult(**out)
 
 
