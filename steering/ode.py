@@ -204,6 +204,8 @@ def solve_block(
     field.nfe = 0
     field.eval_taus = []
     field.recorded_outputs = [] if record_outputs else None
+    if solver.method == "euler" and not solver.adjoint and tau_full.numel() == 2 and float(tau_full[-1]) == 1.0:
+        return _euler_endpoints(field, h0, u, solver.steps, tau)
     options = {"step_size": 1.0 / solver.steps} if solver.is_fixed else {"max_num_steps": solver.max_steps}
     kwargs = dict(method=solver.method, options=options)
     if not solver.is_fixed:
@@ -228,6 +230,22 @@ def solve_block(
     outputs = field.recorded_outputs
     field.recorded_outputs = None
     return BlockSolve(states=states, tau=tau, nfe=field.nfe, eval_taus=list(field.eval_taus), field_outputs=outputs)
+
+
+def _euler_endpoints(field: ControlledVectorField, h0: torch.Tensor, u: torch.Tensor, steps: int,
+                     tau: torch.Tensor) -> BlockSolve:
+    """Forward Euler from τ=0 to 1, states at both ends: the same arithmetic as torchdiffeq's
+    "euler" on the grid (0, 1), without its per-call bookkeeping, which dominates when one
+    token is decoded at a time (generation with the KV cache, the app's slider)."""
+    bound = _FieldUnderControl(field, u)
+    dt = 1.0 / steps
+    h = h0
+    for k in range(steps):
+        h = h + dt * bound(h0.new_tensor(k * dt), h)
+    outputs = field.recorded_outputs
+    field.recorded_outputs = None
+    return BlockSolve(states=torch.stack([h0, h]), tau=tau, nfe=field.nfe, eval_taus=list(field.eval_taus),
+                      field_outputs=outputs)
 
 
 def path_roughness(field_outputs: list[torch.Tensor], h0: torch.Tensor) -> torch.Tensor:
