@@ -192,6 +192,13 @@ def measure_kv_cache(model, context: int = GENERATION_CONTEXT, new_tokens: int =
 
 # ---------------------------------------------------------------- training-step peak memory
 
+def _memory_ratio(many: "MemoryResult", few: "MemoryResult") -> float:
+    if few.growth_bytes <= 0:
+        raise RuntimeError(f"the memory probe saw no growth for {few.steps} steps ({few.method}); "
+                           "run the bench on a quieter machine")
+    return many.growth_bytes / few.growth_bytes
+
+
 @dataclass
 class MemoryResult:
     steps: int
@@ -437,8 +444,8 @@ def run_bench(hybrid, discrete, tok=None, *, memory_spec: dict, repeats: int = M
         latency_ratio=latency.ratio,
         flop_ratio=flops_h / flops_d,
         kv_cache_speedup=cache.speedup,
-        adjoint_mem_ratio_64_4=memory[(many, True)].growth_bytes / memory[(few, True)].growth_bytes,
-        direct_mem_ratio_64_4=memory[(many, False)].growth_bytes / memory[(few, False)].growth_bytes,
+        adjoint_mem_ratio_64_4=_memory_ratio(memory[(many, True)], memory[(few, True)]),
+        direct_mem_ratio_64_4=_memory_ratio(memory[(many, False)], memory[(few, False)]),
         regimes_sweep_s=sweep.seconds,
         raw=raw,
     )
