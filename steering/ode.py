@@ -110,7 +110,6 @@ class ControlledVectorField(nn.Module):
         self.fc_in = nn.Linear(d_model + control_embed_dim + 1, hidden)
         self.fc_out = nn.Linear(hidden, d_model)
         self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
-        self.control: torch.Tensor | None = None
         self.nfe = 0
         self.eval_taus: list[float] = []
         self.recorded_outputs: list[torch.Tensor] | None = None
@@ -138,9 +137,8 @@ class ControlledVectorField(nn.Module):
         self.nfe += 1
         self.eval_taus.append(float(tau.detach()) if torch.is_tensor(tau) else float(tau))
         if control_features is None:
-            u = self.control if u is None else u
             if u is None:
-                raise RuntimeError("no control given: pass u or use solve_block")
+                raise ValueError("the field needs a control u (or its precomputed control_features)")
             control_features = self.control_features(u.to(h.dtype))
         d = h.shape[-1]
         w = self.fc_in.weight

@@ -33,12 +33,11 @@ from .inputs import control_vector, prompt_tensor, tau_grid, u_grid_array, axis_
 def _bound_field(field, control: torch.Tensor):
     """f(τ, H) = α·F(H, τ, u) with u fixed, on a private copy so no shared model state is touched."""
     own = copy.deepcopy(field)
-    own.control = control
     for p in own.parameters():
         p.requires_grad_(False)
 
     def f(tau, h):
-        return own(tau, h)
+        return own(tau, h, control)
     return f
 
 
