@@ -34,10 +34,8 @@ def solver_from_args(args) -> SolverConfig:
 def _train(args):
     from .train import make_config, train, train_config_fields
     overrides = {k: getattr(args, k) for k in train_config_fields() if hasattr(args, k)}
-    cfg = make_config(args.preset, **overrides)
-    if cfg.out == "runs/hybrid" and cfg.arch != "hybrid":
-        cfg = cfg.__class__(**{**cfg.__dict__, "out": f"runs/{cfg.arch}"})
-    out = train(cfg, progress=not args.no_progress)
+    overrides["out"] = args.out or f"runs/{args.arch}"
+    out = train(make_config(args.preset, **overrides), progress=not args.no_progress)
     print(f"wrote {out}")
 
 
