@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 
 from steering import lab
@@ -118,7 +119,8 @@ def test_next_token_figure():
     fig = next_token_figure([" good", "<b>", "\n"], [0.2, 0.5, 0.3])
     bar = fig.data[0]
     assert list(bar.y) == ["␣good", "↵", "‹b›"]                 # least likely first: plotly draws bottom-up
-    assert list(bar.x) == [0.2, 0.3, 0.5] and fig.layout.xaxis.range == (0, 0.7)
+    assert list(bar.x) == [0.2, 0.3, 0.5] and tuple(fig.layout.xaxis.range) == (0, 0.7)
+    go.Figure(fig.to_dict())   # built unvalidated for speed: it must still pass plotly's validation
     with pytest.raises(ValueError):
         next_token_figure(["a"], [0.1, 0.2])
     assert display_token("") == "∅"
@@ -134,6 +136,8 @@ def test_steer_map_figure():
     x_lo, x_hi = fig.layout.xaxis.range
     assert x_lo < 0 and x_hi > 2
     assert fig.data[0].line.color == "rgb(192,57,43)" and fig.data[2].line.color == "rgb(31,111,180)"
+    validated = go.Figure(fig.to_dict())
+    assert validated.layout.template.layout.paper_bgcolor == "white" and validated.layout.uirevision == "steer-map"
 
 
 def test_regimes_in_chunks_equal_one_sweep(small_hybrid, small_tokenizer):

@@ -6,10 +6,14 @@ HTML-like tags in labels; angle brackets are swapped for look-alikes).
 """
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.utils import PlotlyJSONEncoder
 
 NEGATIVE, NEUTRAL, POSITIVE = "#c0392b", "#bdbdbd", "#1f6fb4"
 U_COLORSCALE = [[0.0, NEGATIVE], [0.5, NEUTRAL], [1.0, POSITIVE]]
@@ -33,13 +37,37 @@ def plain_label(text: str) -> str:
     return text.replace("<", "‹").replace(">", "›")
 
 
-def style_figure(fig: go.Figure, font_size: int = 14, height: int | None = None) -> go.Figure:
+@lru_cache(maxsize=None)
+def _template_json(name: str) -> str:
+    return json.dumps(pio.templates[name].to_plotly_json(), cls=PlotlyJSONEncoder)
+
+
+def _template(name: str = "plotly_white") -> dict:
+    """A fresh copy of a plotly template as plain data (unvalidated figures keep what they get)."""
+    return json.loads(_template_json(name))
+
+
+def style_layout(font_size: int = 14, height: int | None = None) -> dict:
     """One look for every lab figure: white, large enough type for a projector when asked."""
-    fig.update_layout(template="plotly_white", font=dict(family=FONT, size=font_size),
-                      margin=dict(l=10, r=10, t=50, b=10), title_font=dict(size=round(font_size * 1.15)))
+    layout = dict(template=_template(), font=dict(family=FONT, size=font_size),
+                  margin=dict(l=10, r=10, t=50, b=10), title=dict(font=dict(size=round(font_size * 1.15))))
     if height is not None:
-        fig.update_layout(height=height)
+        layout["height"] = height
+    return layout
+
+
+def style_figure(fig: go.Figure, font_size: int = 14, height: int | None = None) -> go.Figure:
+    fig.update_layout(style_layout(font_size, height))
     return fig
+
+
+def unvalidated_figure(traces: list[dict], layout: dict) -> go.Figure:
+    """A figure from plain trace and layout dicts, without plotly.py's property validation.
+
+    Validation costs about 25 ms per figure, and the Steer page rebuilds two figures on every
+    slider move; the tests validate these figures instead (go.Figure(fig.to_dict())).
+    """
+    return go.Figure(data=traces, layout=layout, _validate=False)
 
 
 def next_token_figure(tokens: Sequence[str], probs: Sequence[float], *, title: str = "Next-token probabilities",
@@ -53,12 +81,14 @@ def next_token_figure(tokens: Sequence[str], probs: Sequence[float], *, title: s
     values = p[order][::-1]
     # the axis only grows in steps of 0.1, so it stays still while a slider is dragged
     top = float(np.ceil(max(float(values.max(initial=0.0)) * 1.25, 0.1) * 10) / 10)
-    fig = go.Figure(go.Bar(x=values, y=labels, orientation="h", marker_color=color,
-                           text=[f"{v:.1%}" for v in values], textposition="outside", cliponaxis=False,
-                           hovertemplate="%{y}: %{x:.2%}<extra></extra>"))
-    fig.update_layout(title=title, xaxis=dict(title="probability", range=[0, min(top, 1.0)], tickformat=".0%"),
-                      yaxis=dict(title=None, type="category"), showlegend=False, bargap=0.25)
-    return style_figure(fig, font_size, height=60 + 34 * max(len(labels), 3))
+    bars = dict(type="bar", x=values.tolist(), y=labels, orientation="h", marker=dict(color=color),
+                text=[f"{v:.1%}" for v in values], textposition="outside", cliponaxis=False,
+                hovertemplate="%{y}: %{x:.2%}<extra></extra>")
+    layout = style_layout(font_size, height=60 + 34 * max(len(labels), 3))
+    layout["title"]["text"] = title
+    layout.update(xaxis=dict(title=dict(text="probability"), range=[0, min(top, 1.0)], tickformat=".0%"),
+                  yaxis=dict(type="category"), showlegend=False, bargap=0.25)
+    return unvalidated_figure([bars], layout)
 
 
 def steer_map_figure(reference_paths: Sequence[np.ndarray], reference_u: Sequence[float], current: np.ndarray,
@@ -74,35 +104,38 @@ def steer_map_figure(reference_paths: Sequence[np.ndarray], reference_u: Sequenc
     current = np.asarray(current, dtype=float)
     if current.ndim != 2 or current.shape[1] < 2:
         raise ValueError(f"the current path must be [T, ≥2], got shape {current.shape}")
-    fig = go.Figure()
     u_abs = max([abs(float(u)) for u in reference_u] + [abs(float(current_u)), 1e-9])
+    traces = []
     for path, u in zip(reference_paths, reference_u):
         path = np.asarray(path, dtype=float)
-        fig.add_trace(go.Scatter(
-            x=path[:, 0], y=path[:, 1], mode="lines", name=f"u = {float(u):+.1f}", legendgroup="reference",
-            line=dict(width=2, color=_u_color(float(u), u_abs)), opacity=0.55,
+        traces.append(dict(
+            type="scatter", x=path[:, 0].tolist(), y=path[:, 1].tolist(), mode="lines", name=f"u = {float(u):+.1f}",
+            legendgroup="reference", line=dict(width=2, color=_u_color(float(u), u_abs)), opacity=0.55,
             hovertemplate=f"u = {float(u):+.2f}<br>PC1 %{{x:.3f}}<br>PC2 %{{y:.3f}}<extra></extra>"))
-    fig.add_trace(go.Scatter(
-        x=current[:, 0], y=current[:, 1], mode="lines", name=f"now: u = {float(current_u):+.2f}",
-        line=dict(width=5, color=CURRENT), hovertemplate="PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra>now</extra>"))
-    fig.add_trace(go.Scatter(
-        x=[current[0, 0], current[-1, 0]], y=[current[0, 1], current[-1, 1]], mode="markers+text",
-        text=["τ=0", "τ=1"], textposition=["bottom center", "top center"], showlegend=False, cliponaxis=False,
+    traces.append(dict(
+        type="scatter", x=current[:, 0].tolist(), y=current[:, 1].tolist(), mode="lines",
+        name=f"now: u = {float(current_u):+.2f}", line=dict(width=5, color=CURRENT),
+        hovertemplate="PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra>now</extra>"))
+    traces.append(dict(
+        type="scatter", x=[float(current[0, 0]), float(current[-1, 0])], y=[float(current[0, 1]), float(current[-1, 1])],
+        mode="markers+text", text=["τ=0", "τ=1"], textposition=["bottom center", "top center"], showlegend=False,
+        cliponaxis=False, hoverinfo="skip",
         marker=dict(size=[10, 16], symbol=["circle", "star"], color=[CURRENT, _u_color(float(current_u), u_abs)],
-                    line=dict(width=1.5, color=CURRENT)), hoverinfo="skip"))
+                    line=dict(width=1.5, color=CURRENT))))
     everything = np.concatenate([np.asarray(p, dtype=float)[:, :2] for p in reference_paths] + [current[:, :2]])
     (x_lo, y_lo), (x_hi, y_hi) = everything.min(axis=0), everything.max(axis=0)
     pad_x, pad_y = 0.08 * max(x_hi - x_lo, 1e-6), 0.08 * max(y_hi - y_lo, 1e-6)
     ex = list(explained) if explained is not None else []
-    fig.update_layout(
-        title=title,
-        xaxis=dict(title=f"PC1 ({ex[0]:.0%} of variance)" if len(ex) > 0 else "PC1", range=[x_lo - pad_x, x_hi + pad_x],
-                   zeroline=False),
-        yaxis=dict(title=f"PC2 ({ex[1]:.0%} of variance)" if len(ex) > 1 else "PC2", range=[y_lo - pad_y, y_hi + pad_y],
-                   zeroline=False),
+    layout = style_layout(font_size, height=470)
+    layout["title"]["text"] = title
+    layout.update(
+        xaxis=dict(title=dict(text=f"PC1 ({ex[0]:.0%} of variance)" if len(ex) > 0 else "PC1"),
+                   range=[float(x_lo - pad_x), float(x_hi + pad_x)], zeroline=False),
+        yaxis=dict(title=dict(text=f"PC2 ({ex[1]:.0%} of variance)" if len(ex) > 1 else "PC2"),
+                   range=[float(y_lo - pad_y), float(y_hi + pad_y)], zeroline=False),
         legend=dict(orientation="v", yanchor="top", y=1, x=1.02, font=dict(size=max(font_size - 2, 10))),
         uirevision="steer-map")
-    return style_figure(fig, font_size, height=470)
+    return unvalidated_figure(traces, layout)
 
 
 def _u_color(u: float, u_abs: float) -> str:
