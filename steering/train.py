@@ -57,6 +57,7 @@ class TrainConfig:
     contrast_weight: float = 1.0      # stage 2 contrastive weight
     contrast_scale: float = 10.0      # 0: Bayes rule on summed log-likelihoods; >0: scale x per-token mean
     contrast_axes: str = "sentiment+style"  # which control axes get a flipped copy in stage 2
+    stage2_neutral_lm: bool = False   # stage 2 also fits every window at u = 0 (keeps "no preference" unbiased)
     field_out_lr_scale: float = 1.0   # lr multiplier of the field's output layer (see _make_optimizer)
     stage2_trains: str = "field+post" # "field" (paper) or "field+post" (also the blocks after the ODE)
     eval_every: int = 100
@@ -193,9 +194,14 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig):
         flipped = u.clone()
         flipped[:, axis] = -flipped[:, axis]
         copies.append(flipped)
+    if cfg.stage2_neutral_lm:
+        copies.append(torch.zeros_like(u))
     logits, roughness = model(torch.cat([x] * len(copies)), torch.cat(copies))
     chunks = logits.chunk(len(copies))
     lm = language_model_loss(chunks[0], y)
+    if cfg.stage2_neutral_lm:
+        lm = 0.5 * (lm + language_model_loss(chunks[-1], y))
+        chunks = chunks[:-1]
     mask = (y >= 0).float()
     safe_y = y.clamp_min(0)
 

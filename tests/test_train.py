@@ -125,3 +125,29 @@ def test_torchrun_with_two_processes(tmp_path):
     assert len(log) == 36  # rank 0 logs once per step
     assert log[0]["tokens"] > 1024  # tokens of both ranks are counted
     load_checkpoint(out)
+
+
+def test_stage2_loss_contrasts_each_axis_and_can_also_fit_u_zero(small_hybrid):
+    from steering.model import language_model_loss
+    from steering.train import stage2_loss
+    small_hybrid.eval()   # no path-roughness term, so the parts are plain LM and contrast
+    torch.manual_seed(0)
+    x = torch.randint(1, small_hybrid.config.vocab_size, (4, 12))
+    y = torch.randint(1, small_hybrid.config.vocab_size, (4, 12))
+    u = torch.tensor([[1.0, -1.0], [-1.0, 1.0], [0.0, 1.0], [1.0, 0.0]])   # a dropped axis has no flipped case
+    base = make_config("tiny", contrast_scale=3.0, contrast_weight=2.0)
+    with torch.no_grad():
+        loss, parts = stage2_loss(small_hybrid, x, y, u, base)
+        loss_n, parts_n = stage2_loss(small_hybrid, x, y, u, make_config("tiny", contrast_scale=3.0, contrast_weight=2.0,
+                                                                           stage2_neutral_lm=True))
+        lm_own = float(language_model_loss(small_hybrid(x, u)[0], y))
+        lm_zero = float(language_model_loss(small_hybrid(x, torch.zeros_like(u))[0], y))
+    assert parts["lm_loss"] == pytest.approx(lm_own, rel=1e-5)
+    assert parts_n["lm_loss"] == pytest.approx((lm_own + lm_zero) / 2, rel=1e-5)
+    assert parts_n["contrast_loss"] == pytest.approx(parts["contrast_loss"], rel=1e-5)
+    assert float(loss) == pytest.approx(parts["lm_loss"] + 2.0 * parts["contrast_loss"], rel=1e-5)
+    assert float(loss_n) == pytest.approx(parts_n["lm_loss"] + 2.0 * parts_n["contrast_loss"], rel=1e-5)
+    with torch.no_grad():   # a block that ignores u cannot tell a window's own control from the flipped one
+        small_hybrid.field.alpha.zero_()
+        _, blind = stage2_loss(small_hybrid, x, y, u, base)
+    assert blind["contrast_loss"] == pytest.approx(math.log(2), rel=1e-6)
