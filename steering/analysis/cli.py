@@ -11,7 +11,7 @@ import numpy as np
 from ..ode import ADAPTIVE_SOLVERS, CONTROL_AXES, SolverConfig
 
 KINDS = ("trajectory", "pca", "divergence", "regimes", "tolerance", "sweep", "lens", "contraction", "convergence",
-         "probes")
+         "probes", "middle")
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "steering-analysis-cache"
 
 
@@ -57,7 +57,8 @@ def add_analyze_args(p):
     p.add_argument("--n-tau", type=int, default=None, help="τ grid points (default 33; lens 11)")
     p.add_argument("--top-k", type=int, default=5, help="tokens per τ (lens)")
     p.add_argument("--convergence-steps", type=int, default=64, help="largest N (convergence)")
-    p.add_argument("--n-reviews", type=int, default=400, help="held-out reviews used (probes)")
+    p.add_argument("--n-reviews", type=int, default=None,
+                   help="held-out reviews used (probes: 400; middle: 200 per label and source, as evaluate)")
     p.add_argument("--cache", default=str(DEFAULT_CACHE), help="where the PCA map is stored (pca)")
 
 
@@ -173,12 +174,26 @@ def _convergence(args, model, tok, u, solver, n_tau):
 def _probes(args, model, tok, u, solver, n_tau):
     from ..data import heldout_reviews
     from .probes import linear_probes
-    p = linear_probes(model, tok, heldout_reviews(), u=u, solver=solver, max_reviews=args.n_reviews)
+    p = linear_probes(model, tok, heldout_reviews(), u=u, solver=solver, max_reviews=args.n_reviews or 400)
     lines = [f"τ={t:.2f}: held-out accuracy {a:.3f}" for t, a in zip(p.taus, p.accuracy)]
     lines.append(f"({p.n_train} train / {p.n_test} test reviews; chance {p.chance:.3f})")
     return p.to_dict(), "\n".join(lines)
 
 
+def _middle(args, model, tok, u, solver, n_tau):
+    from ..evaluate import FULL
+    from ..train import heldout_batch
+    from .middle import middle_work
+    inputs, targets, controls = heldout_batch(tok, model.config.block_size, args.n_reviews or FULL.val_reviews)
+    w = middle_work(model, inputs, targets, controls)
+    own = "" if w.relative_update_own_control is None else \
+        f"; under each window's own control {w.relative_update_own_control:.4f}"
+    text = (f"{w.arch} middle on {w.windows} held-out windows: loss {w.loss:.4f} with it, "
+            f"{w.loss_without_middle:.4f} without (cost of removal {w.loss_cost_of_removal:+.4f} nats/token)\n"
+            f"|H(1) - H(0)| / |H(0)| at u = 0: {w.relative_update:.4f}{own}; mean |H(0)| {w.state_norm:.2f}")
+    return w.to_dict(), text
+
+
 ANALYSES = {"trajectory": _trajectory, "pca": _pca, "divergence": _divergence, "regimes": _regimes,
             "tolerance": _tolerance, "sweep": _sweep, "lens": _lens, "contraction": _contraction,
-            "convergence": _convergence, "probes": _probes}
+            "convergence": _convergence, "probes": _probes, "middle": _middle}
