@@ -3,11 +3,14 @@
 Stage 1: language modelling on review windows with their control u (control dropout
   makes u = 0 the unconditioned model). The discrete baseline sees the same batches and
   ignores u.
-Stage 2 (hybrid only, as in the paper): embeddings and head frozen, and with them every
-  discrete block; only the ODE block trains. Its loss adds a contrastive term to the LM
-  loss: each review must be likelier under its own sentiment than under the flipped one
-  (Bayes rule over the class-conditional LM, as GeDi). LM loss alone hardly moves u,
-  because the context already predicts most tokens; the contrast says what u must do.
+Stage 2 (hybrid only, as in the paper): embeddings, head and the blocks before the ODE
+  block frozen; the ODE block trains (and by default the two blocks after it, which read
+  its output). Its loss adds a contrastive term to the LM loss: each review must be
+  likelier under its own sentiment (and style) than under the flipped value (Bayes rule
+  over the class-conditional LM, as GeDi). LM loss alone hardly moves u, because the
+  context already predicts most tokens; the contrast says what u must do. The LM term is
+  also taken at u = 0, so that "no preference" stays a fit of all the text rather than
+  drifting towards one side while the contrast pulls u = ±1 apart.
 
 Runs unchanged under `torchrun --nproc_per_node=N` (DDP: gloo on CPU, nccl on GPU).
 """
@@ -41,23 +44,23 @@ VANISH_THRESHOLD = 1e-7
 class TrainConfig:
     arch: str = "hybrid"
     out: str = "runs/hybrid"
-    steps: int = 900                  # stage 1 optimiser steps
+    steps: int = 1200                 # stage 1 optimiser steps
     stage2_steps: int = 250           # hybrid only
     tokens_per_batch: int = 4096
     stage2_tokens_per_batch: int = 2048  # stage 2 runs each batch once per control copy
     lr: float = 2e-3
-    stage2_lr: float = 2e-3
-    warmup: int = 100
+    stage2_lr: float = 1e-3
+    warmup: int = 200                 # stage 2 warms up for a quarter of this
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     control_dropout: float = 0.15
     rt_fraction: float = 0.4
     start_prob: float = 0.5
     roughness_weight: float = 2000.0    # penalty on α·F changing along the Euler path
-    contrast_weight: float = 1.0      # stage 2 contrastive weight
-    contrast_scale: float = 10.0      # 0: Bayes rule on summed log-likelihoods; >0: scale x per-token mean
+    contrast_weight: float = 3.0      # stage 2 contrastive weight
+    contrast_scale: float = 3.0       # 0: Bayes rule on summed log-likelihoods; >0: scale x per-token mean
     contrast_axes: str = "sentiment+style"  # which control axes get a flipped copy in stage 2
-    stage2_neutral_lm: bool = False   # stage 2 also fits every window at u = 0 (keeps "no preference" unbiased)
+    stage2_neutral_lm: bool = True    # stage 2 also fits every window at u = 0 (keeps "no preference" unbiased)
     field_out_lr_scale: float = 1.0   # lr multiplier of the field's output layer (see _make_optimizer)
     stage2_trains: str = "field+post" # "field" (paper) or "field+post" (also the blocks after the ODE)
     eval_every: int = 100

@@ -49,5 +49,5 @@ def test_the_shipped_control_steers(quick_report):
 def test_shipped_config_documents_its_recipe():
     config = json.loads((ASSETS / "hybrid" / "config.json").read_text())
     train = config["meta"]["train"]
-    assert train["steps"] == 900 and train["stage2_steps"] == 250
+    assert train["steps"] == 1200 and train["stage2_steps"] == 250 and train["stage2_neutral_lm"]
     assert "two invocations" in config["meta"]["note"]
