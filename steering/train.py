@@ -16,6 +16,7 @@ Runs unchanged under `torchrun --nproc_per_node=N` (DDP: gloo on CPU, nccl on GP
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -34,7 +35,7 @@ from tqdm import tqdm
 from . import data
 from .checkpoint import LOG, TOKENIZER, save_checkpoint
 from .model import ModelConfig, build_model, language_model_loss
-from .tokenizer import bos_id, load_tokenizer, train_tokenizer
+from .tokenizer import bos_id, decode, load_tokenizer, train_tokenizer
 
 EXPLODE_FACTOR = 10.0
 VANISH_THRESHOLD = 1e-7
@@ -60,6 +61,7 @@ class TrainConfig:
     contrast_weight: float = 3.0      # stage 2 contrastive weight
     contrast_scale: float = 3.0       # 0: Bayes rule on summed log-likelihoods; >0: scale x per-token mean
     contrast_axes: str = "sentiment+style"  # which control axes get a flipped copy in stage 2
+    contrast_tokens: str = "all"      # "all", or "word_start": u is judged on word-initial tokens only
     stage2_neutral_lm: bool = True    # stage 2 also fits every window at u = 0 (keeps "no preference" unbiased)
     field_out_lr_scale: float = 1.0   # lr multiplier of the field's output layer (see _make_optimizer)
     stage2_trains: str = "field+post" # "field" (paper) or "field+post" (also the blocks after the ODE)
@@ -184,7 +186,12 @@ def stage1_loss(model, x, y, u, cfg: TrainConfig):
     return lm + cfg.roughness_weight * roughness, {"lm_loss": lm.item(), "roughness": roughness.item()}
 
 
-def stage2_loss(model, x, y, u, cfg: TrainConfig):
+def word_start_tokens(tok) -> torch.Tensor:
+    """[vocab] bool: the tokens that begin a word (byte-level BPE marks them with a leading space)."""
+    return torch.tensor([decode(tok, [i]).startswith(" ") for i in range(tok.get_vocab_size())])
+
+
+def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Tensor | None = None):
     """LM at the true u, plus, per control axis: each row likelier under its own value than the flipped one.
 
     With contrast_scale = 0 the class logit is the difference of summed log-likelihoods (Bayes
@@ -205,8 +212,11 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig):
     if cfg.stage2_neutral_lm:
         lm = 0.5 * (lm + language_model_loss(chunks[-1], y))
         chunks = chunks[:-1]
-    mask = (y >= 0).float()
     safe_y = y.clamp_min(0)
+    mask = (y >= 0).float()
+    if contrast_vocab_mask is not None:
+        # the contrast judges u on the chosen tokens only (e.g. word starts: word choice, not spelling)
+        mask = mask * contrast_vocab_mask.to(y.device)[safe_y].float()
 
     def log_likelihood(chunk):
         ll = -(F.cross_entropy(chunk.transpose(1, 2), safe_y, reduction="none") * mask).sum(1)
@@ -347,7 +357,10 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         trainable = [p for p in model.parameters() if p.requires_grad]
         ode_params = list(model.ode_parameters())
         wrapped = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
-        loss_fn = stage1_loss if stage == 1 else stage2_loss
+        loss_fn = stage1_loss
+        if stage == 2:
+            vocab_mask = word_start_tokens(tok) if cfg.contrast_tokens == "word_start" else None
+            loss_fn = functools.partial(stage2_loss, contrast_vocab_mask=vocab_mask)
         bar = tqdm(range(start_step, n_steps), desc=f"{cfg.arch} stage {stage}", disable=not progress or rank != 0,
                    initial=start_step, total=n_steps)
         model.train()

@@ -151,3 +151,26 @@ def test_stage2_loss_contrasts_each_axis_and_can_also_fit_u_zero(small_hybrid):
         small_hybrid.field.alpha.zero_()
         _, blind = stage2_loss(small_hybrid, x, y, u, base)
     assert blind["contrast_loss"] == pytest.approx(math.log(2), rel=1e-6)
+
+
+def test_stage2_contrast_can_judge_word_starts_only(small_hybrid, small_tokenizer):
+    from steering.train import stage2_loss, word_start_tokens
+    starts = word_start_tokens(small_tokenizer)
+    assert starts.dtype == torch.bool and 0 < int(starts.sum()) < len(starts)
+    spaced, glued = small_tokenizer.encode(" the movie").ids, small_tokenizer.encode("xqzvwkjyp").ids
+    assert bool(starts[spaced[0]]) and len(glued) > 1 and not any(bool(starts[i]) for i in glued)
+    small_hybrid.eval()
+    torch.manual_seed(0)
+    x = torch.randint(1, small_hybrid.config.vocab_size, (3, 10))
+    y = torch.randint(1, small_hybrid.config.vocab_size, (3, 10))
+    u = torch.tensor([[1.0, -1.0], [-1.0, 1.0], [1.0, 1.0]])
+    cfg = make_config("tiny")
+    with torch.no_grad():
+        _, every = stage2_loss(small_hybrid, x, y, u, cfg)
+        _, all_marked = stage2_loss(small_hybrid, x, y, u, cfg, contrast_vocab_mask=torch.ones_like(starts))
+        _, some = stage2_loss(small_hybrid, x, y, u, cfg, contrast_vocab_mask=starts)
+        _, none = stage2_loss(small_hybrid, x, y, u, cfg, contrast_vocab_mask=torch.zeros_like(starts))
+    assert all_marked["contrast_loss"] == pytest.approx(every["contrast_loss"], rel=1e-6)
+    assert some["contrast_loss"] != pytest.approx(every["contrast_loss"], rel=1e-4)
+    assert none["contrast_loss"] == pytest.approx(math.log(2), rel=1e-6)   # nothing judged: no preference
+    assert some["lm_loss"] == pytest.approx(every["lm_loss"], rel=1e-6)    # the LM term still sees every token
