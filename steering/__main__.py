@@ -56,7 +56,7 @@ def _train_args(p):
     p.add_argument("--stage2-trains", dest="stage2_trains", choices=["field", "field+post"], default=None)
     p.add_argument("--contrast-scale", dest="contrast_scale", type=float, default=None)
     p.add_argument("--contrast-axes", dest="contrast_axes", choices=["sentiment", "sentiment+style"], default=None)
-    p.add_argument("--contrast-tokens", dest="contrast_tokens", choices=["all", "word_start"], default=None,
+    p.add_argument("--contrast-tokens", dest="contrast_tokens", choices=["all", "word_start", "word_start_sentiment"], default=None,
                    help="tokens the stage-2 contrast judges u on")
     p.add_argument("--stage2-neutral-lm", dest="stage2_neutral_lm", action=argparse.BooleanOptionalAction, default=None,
                    help="stage 2 also fits each window at u = 0")

@@ -61,7 +61,8 @@ class TrainConfig:
     contrast_weight: float = 3.0      # stage 2 contrastive weight
     contrast_scale: float = 3.0       # 0: Bayes rule on summed log-likelihoods; >0: scale x per-token mean
     contrast_axes: str = "sentiment+style"  # which control axes get a flipped copy in stage 2
-    contrast_tokens: str = "all"      # "all", or "word_start": u is judged on word-initial tokens only
+    contrast_tokens: str = "all"      # "all"; "word_start": u judged on word-initial tokens only;
+                                      # "word_start_sentiment": that for the sentiment axis, all tokens for style
     stage2_neutral_lm: bool = True    # stage 2 also fits every window at u = 0 (keeps "no preference" unbiased)
     field_out_lr_scale: float = 1.0   # lr multiplier of the field's output layer (see _make_optimizer)
     stage2_trains: str = "field+post" # "field" (paper) or "field+post" (also the blocks after the ODE)
@@ -191,12 +192,14 @@ def word_start_tokens(tok) -> torch.Tensor:
     return torch.tensor([decode(tok, [i]).startswith(" ") for i in range(tok.get_vocab_size())])
 
 
-def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Tensor | None = None):
+def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Tensor | None = None,
+                masked_axes: tuple[int, ...] = (0, 1)):
     """LM at the true u, plus, per control axis: each row likelier under its own value than the flipped one.
 
     With contrast_scale = 0 the class logit is the difference of summed log-likelihoods (Bayes
     rule); a long window then wins its case with tiny per-token shifts. contrast_scale > 0 uses
     scale x the per-token mean difference instead, which asks u to move every token's odds.
+    contrast_vocab_mask [vocab] restricts the contrast of the masked_axes to those target tokens.
     """
     axes = [0] if cfg.contrast_axes == "sentiment" else [0, 1]
     copies = [u]
@@ -213,21 +216,25 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
         lm = 0.5 * (lm + language_model_loss(chunks[-1], y))
         chunks = chunks[:-1]
     safe_y = y.clamp_min(0)
-    mask = (y >= 0).float()
-    if contrast_vocab_mask is not None:
-        # the contrast judges u on the chosen tokens only (e.g. word starts: word choice, not spelling)
-        mask = mask * contrast_vocab_mask.to(y.device)[safe_y].float()
+    real = (y >= 0).float()
+    # the contrast may judge u on chosen tokens only (e.g. word starts: word choice, not spelling)
+    chosen = real if contrast_vocab_mask is None else real * contrast_vocab_mask.to(y.device)[safe_y].float()
 
-    def log_likelihood(chunk):
-        ll = -(F.cross_entropy(chunk.transpose(1, 2), safe_y, reduction="none") * mask).sum(1)
+    def log_likelihood(nll, mask):
+        ll = -(nll * mask).sum(1)
         return ll * cfg.contrast_scale / mask.sum(1).clamp_min(1) if cfg.contrast_scale > 0 else ll
 
-    ll_own = log_likelihood(chunks[0])
+    def token_nll(chunk):
+        return F.cross_entropy(chunk.transpose(1, 2), safe_y, reduction="none")
+
+    nll_own = token_nll(chunks[0])
     contrasts = []
     for axis, chunk in zip(axes, chunks[1:]):
         has_value = u[:, axis] != 0
         if has_value.any():
-            contrasts.append(F.softplus(-(ll_own - log_likelihood(chunk))[has_value]).mean())
+            mask = chosen if axis in masked_axes else real
+            margin = log_likelihood(nll_own, mask) - log_likelihood(token_nll(chunk), mask)
+            contrasts.append(F.softplus(-margin[has_value]).mean())
     contrast = torch.stack(contrasts).mean() if contrasts else lm.new_zeros(())
     loss = lm + cfg.contrast_weight * contrast + cfg.roughness_weight * roughness
     return loss, {"lm_loss": lm.item(), "contrast_loss": contrast.item(), "roughness": roughness.item()}
@@ -359,8 +366,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         wrapped = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
         loss_fn = stage1_loss
         if stage == 2:
-            vocab_mask = word_start_tokens(tok) if cfg.contrast_tokens == "word_start" else None
-            loss_fn = functools.partial(stage2_loss, contrast_vocab_mask=vocab_mask)
+            vocab_mask = word_start_tokens(tok) if cfg.contrast_tokens.startswith("word_start") else None
+            masked_axes = (0,) if cfg.contrast_tokens == "word_start_sentiment" else (0, 1)
+            loss_fn = functools.partial(stage2_loss, contrast_vocab_mask=vocab_mask, masked_axes=masked_axes)
         bar = tqdm(range(start_step, n_steps), desc=f"{cfg.arch} stage {stage}", disable=not progress or rank != 0,
                    initial=start_step, total=n_steps)
         model.train()

@@ -174,3 +174,11 @@ def test_stage2_contrast_can_judge_word_starts_only(small_hybrid, small_tokenize
     assert some["contrast_loss"] != pytest.approx(every["contrast_loss"], rel=1e-4)
     assert none["contrast_loss"] == pytest.approx(math.log(2), rel=1e-6)   # nothing judged: no preference
     assert some["lm_loss"] == pytest.approx(every["lm_loss"], rel=1e-6)    # the LM term still sees every token
+    with torch.no_grad():   # masking one axis leaves the other axis's contrast as it was
+        blind = torch.zeros_like(starts)
+        _, sentiment_blind = stage2_loss(small_hybrid, x, y, u, cfg, contrast_vocab_mask=blind, masked_axes=(0,))
+        _, style_blind = stage2_loss(small_hybrid, x, y, u, cfg, contrast_vocab_mask=blind, masked_axes=(1,))
+    # every = mean(sentiment, style); each blind axis scores ln 2
+    assert sentiment_blind["contrast_loss"] + style_blind["contrast_loss"] == \
+        pytest.approx(every["contrast_loss"] + math.log(2), rel=1e-5)
+    assert sentiment_blind["contrast_loss"] != pytest.approx(style_blind["contrast_loss"], rel=1e-4)
