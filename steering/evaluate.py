@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from . import data
+from .analysis.middle import relative_update
 from .checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
 from .generate import sample_tokens
 from .judge import WORD, judge_sentiment, judge_style, sentiment_judge, training_words
@@ -207,8 +208,7 @@ def middle_relative_update(model, inputs: torch.Tensor, targets: torch.Tensor, b
         x, real = inputs[i:i + batch], targets[i:i + batch] >= 0
         h0 = model.encode(x)
         states = model.middle(h0, None, TRAINING_SOLVER).states
-        ratio = (states[-1] - states[0]).norm(dim=-1) / states[0].norm(dim=-1).clamp_min(1e-12)
-        ratios.append(ratio[real])
+        ratios.append(relative_update(states[0], states[-1])[real])
     return float(torch.cat(ratios).mean())
 
 

@@ -15,6 +15,11 @@ from ..model import language_model_loss
 from ..ode import TRAINING_SOLVER
 
 
+def relative_update(h_in: torch.Tensor, h_out: torch.Tensor) -> torch.Tensor:
+    """Per token, |H_out - H_in| / |H_in|: how far a block moves each state."""
+    return (h_out - h_in).norm(dim=-1) / h_in.norm(dim=-1).clamp_min(1e-12)
+
+
 @dataclass
 class MiddleWork:
     arch: str
@@ -50,12 +55,11 @@ def middle_work(model, inputs: torch.Tensor, targets: torch.Tensor, controls: to
         h1 = model.middle(h0, None, TRAINING_SOLVER).final
         sums["loss"] += float(language_model_loss(model.decode(h1), y)) * n
         sums["skip"] += float(language_model_loss(model.decode(h0), y)) * n
-        norm = h0.norm(dim=-1).clamp_min(1e-12)
-        sums["update"] += float(((h1 - h0).norm(dim=-1) / norm)[real].sum())
-        sums["norm"] += float(norm[real].sum())
+        sums["update"] += float(relative_update(h0, h1)[real].sum())
+        sums["norm"] += float(h0.norm(dim=-1)[real].sum())
         if hybrid and controls is not None:
             own = model.middle(h0, controls[i:i + batch], TRAINING_SOLVER).final
-            sums["update_own"] += float(((own - h0).norm(dim=-1) / norm)[real].sum())
+            sums["update_own"] += float(relative_update(h0, own)[real].sum())
         tokens += n
     model.train(was_training)
     tokens = max(tokens, 1)
