@@ -80,6 +80,7 @@ class TrainConfig:
     n_heads: int = 4
     field_hidden: int = 512
     control_embed_dim: int = 32
+    alpha_init: float = 0.1           # the paper's; 1.0 doubled the middle's displacement in a pilot (README)
 
 
 PRESETS = {
@@ -99,7 +100,8 @@ def make_config(preset: str = "demo", **overrides) -> TrainConfig:
 
 def model_config(cfg: TrainConfig) -> ModelConfig:
     return ModelConfig(arch=cfg.arch, vocab_size=cfg.vocab_size, block_size=cfg.block_size, d_model=cfg.d_model,
-                       n_heads=cfg.n_heads, field_hidden=cfg.field_hidden, control_embed_dim=cfg.control_embed_dim)
+                       n_heads=cfg.n_heads, field_hidden=cfg.field_hidden, control_embed_dim=cfg.control_embed_dim,
+                       alpha_init=cfg.alpha_init)
 
 
 def resolve_device(name: str) -> torch.device:

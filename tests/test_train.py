@@ -182,3 +182,11 @@ def test_stage2_contrast_can_judge_word_starts_only(small_hybrid, small_tokenize
     assert sentiment_blind["contrast_loss"] + style_blind["contrast_loss"] == \
         pytest.approx(every["contrast_loss"] + math.log(2), rel=1e-5)
     assert sentiment_blind["contrast_loss"] != pytest.approx(style_blind["contrast_loss"], rel=1e-4)
+
+
+def test_alpha_init_reaches_the_model_from_the_training_config():
+    from steering.model import build_model
+    from steering.train import model_config
+    assert make_config().alpha_init == 0.1
+    model = build_model(model_config(make_config("tiny", alpha_init=1.0)))
+    assert model.field.alpha.item() == 1.0
