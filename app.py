@@ -5,20 +5,10 @@ import streamlit as st
 
 import lab_ui as ui
 from steering import lab
-from steering.figures.steer import next_token_figure, steer_map_figure
+from steering.figures.steer import steer_figure
 
 st.set_page_config(page_title="Steering lab", page_icon=":material/explore:", layout="wide",
                    initial_sidebar_state="collapsed" if ui.state().presenter else "auto")
-
-
-@st.cache_data(max_entries=4096, show_spinner=False)
-def steer_view(_loaded, key: str, prompt: str, control: tuple[float, float], solver: dict, seed: int,
-               max_new_tokens: int) -> lab.SteerView:
-    from steering.ode import SolverConfig
-    pca = ui.pca_map(_loaded)
-    with _loaded.lock:
-        return lab.compute_steer_view(_loaded.model, _loaded.tok, pca, prompt, control,
-                                      SolverConfig(**solver), seed=seed, max_new_tokens=max_new_tokens)
 
 
 @st.cache_data(max_entries=4096, show_spinner=False)
@@ -41,8 +31,14 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
     ui.sentiment_slider(left)
     ui.style_slider(right)
     state = ui.state()
-    view = ui.run_safely(steer_view, loaded, loaded.key, prompt, state.control, solver.to_dict(), seed,
-                         max_new_tokens, what="the steered continuation")
+    views = ui.steer_views(loaded)
+    view = ui.run_safely(views.result, ui.steer_key(prompt, state.control, solver, seed, max_new_tokens),
+                         what="the steered continuation")
+    if ui.prefetch_enabled():   # while the page is looked at, compute the views one slider step away
+        previous = st.session_state.get("steer_previous_control")
+        views.want(ui.steer_key(prompt, control, solver, seed, max_new_tokens)
+                   for control in lab.neighbour_controls(state.control, previous))
+        st.session_state["steer_previous_control"] = state.control
     judgement = judged(view.prompt_shown + view.continuation)
 
     text_col, numbers_col = st.columns([3, 1], gap="large")
@@ -51,8 +47,6 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
             st.markdown(lab.bold_then_plain(view.prompt_shown, view.continuation))
         if view.generation_notice:
             st.caption(view.generation_notice)
-        st.caption(f"Same seed ({seed}) at every u, so only the control changes the text. "
-                   f"Sampled with {view.solver_label}.")
     with numbers_col:
         verdict = lab.sentiment_label(judgement.score)
         st.metric("Judged sentiment", verdict, f"P(positive) {judgement.score:.0%}", delta_arrow="off",
@@ -62,18 +56,12 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
         st.metric("NFE of one solve", view.solve_nfe, help="Vector-field evaluations the solver needed to "
                   f"integrate the prompt from τ = 0 to 1 ({view.solver_label}).")
 
-    bars_col, map_col = st.columns([2, 3], gap="large")
-    with bars_col:
-        ui.plot(next_token_figure(view.next_tokens, view.next_probs, font_size=ui.font_size(),
-                                  title=f"Next token at u = {lab.format_u(state.sentiment)}"), key="next_token")
-    with map_col:
-        pca = ui.pca_map(loaded)
-        paths, us = reference_paths(pca, pca.key)
-        ui.plot(steer_map_figure(paths, us, view.path, state.sentiment, explained=pca.explained_variance_ratio,
-                                 font_size=ui.font_size(),
-                                 title="H(τ) in the PCA map (mean over tokens)"), key="steer_map")
-        st.caption(f"Thin lines: the reference prompt {pca.reference[0].name!r} at u = "
-                   f"{', '.join(f'{u:+g}' for u in us)}. Thick: your prompt now.")
+    pca = ui.pca_map(loaded)
+    paths, us = reference_paths(pca, pca.key)
+    ui.plot(steer_figure(view.next_tokens, view.next_probs, paths, us, view.path, state.sentiment,
+                         explained=pca.explained_variance_ratio, font_size=ui.font_size(),
+                         bars_title=f"Next token at u = {lab.format_u(state.sentiment)}",
+                         map_title="H(τ) in the PCA map (mean over tokens)"), key="steer_map")
     ui.sync_url("steer")
 
 
@@ -90,6 +78,12 @@ def steer():
     prompt = ui.prompt_or_stop()
     solver = ui.solver_or_stop()
     steer_results(loaded, prompt, solver, int(seed), int(max_new_tokens))
+    # outside the fragment: none of this changes with u, so a slider move does not redraw it
+    pca = ui.pca_map(loaded)
+    _, us = reference_paths(pca, pca.key)
+    st.caption(f"Same seed ({int(seed)}) at every u, so only the control changes the text; sampled with "
+               f"{solver.label()}. In the map, thin lines: the reference prompt {pca.reference[0].name!r} at u = "
+               f"{', '.join(f'{u:+g}' for u in us)}; thick: your prompt now.")
 
 
 PAGES = {

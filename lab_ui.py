@@ -14,10 +14,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import streamlit as st
+import torch
 
 from steering import lab
 from steering.checkpoint import ASSETS, CheckpointError, load_checkpoint, read_log
-from steering.ode import FIXED_SOLVERS, SolverStepLimitError
+from steering.ode import FIXED_SOLVERS, SolverConfig, SolverStepLimitError
+from steering.prefetch import Prefetcher
 
 STATE_KEY = "lab_state"
 NOTICES_KEY = "lab_url_notices"
@@ -62,6 +64,36 @@ def _pca_map(path: str, key: str):
     loaded = _load(path)
     with loaded.lock:
         return pca_map_for_checkpoint(loaded.model, loaded.tok, key, cache_dir() / "pca")
+
+
+@st.cache_resource(show_spinner=False)
+def _steer_views(path: str, key: str) -> Prefetcher:
+    loaded, pca = _load(path), _pca_map(path, key)
+
+    def compute(steer_key: tuple):
+        prompt, control, solver_items, seed, max_new_tokens = steer_key
+        # one torch thread for this thread (OpenMP's setting is per thread): decoding one token at a
+        # time is no faster on two, and the browser and the background worker keep a core
+        torch.set_num_threads(1)
+        with loaded.lock:
+            return lab.compute_steer_view(loaded.model, loaded.tok, pca, prompt, control,
+                                          SolverConfig(**dict(solver_items)), seed=seed, max_new_tokens=max_new_tokens)
+    return Prefetcher(compute, max_entries=4096, delay=0.15)
+
+
+def steer_views(loaded: Loaded) -> Prefetcher:
+    """The Steer page's views (continuation, next token, path), kept per process and computed
+    ahead for the slider's neighbouring positions."""
+    return _steer_views(str(loaded.path), loaded.key)
+
+
+def prefetch_enabled() -> bool:
+    """STEERING_PREFETCH=0 turns the Steer page's work-ahead off (a shared server, or to measure without it)."""
+    return os.environ.get("STEERING_PREFETCH", "1") != "0"
+
+
+def steer_key(prompt: str, control: tuple[float, float], solver: SolverConfig, seed: int, max_new_tokens: int) -> tuple:
+    return prompt, tuple(control), tuple(sorted(solver.to_dict().items())), seed, max_new_tokens
 
 
 def missing_checkpoint_message(path: Path, err: Exception) -> str:
@@ -141,13 +173,13 @@ def _bind(widget_key: str, field: str, convert=lambda v: v):
 
 
 def sentiment_slider(container=st, label: str = "Sentiment u₁  (− negative … + positive)"):
-    on_change = _bind("w_sentiment", "sentiment", float)
+    on_change = _bind("w_sentiment", "sentiment", lambda v: lab.snap_u(float(v)))
     return container.slider(label, lab.U_MIN, lab.U_MAX, step=lab.U_STEP, format="%+.2f", key="w_sentiment",
                             on_change=on_change)
 
 
 def style_slider(container=st, label: str = "Style u₂  (− critic blurb … + user review)"):
-    on_change = _bind("w_style", "style", float)
+    on_change = _bind("w_style", "style", lambda v: lab.snap_u(float(v)))
     return container.slider(label, lab.U_MIN, lab.U_MAX, step=lab.U_STEP, format="%+.2f", key="w_style",
                             on_change=on_change)
 

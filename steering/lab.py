@@ -67,6 +67,22 @@ def format_u(value: float) -> str:
     return f"{value:+.2f}"
 
 
+def neighbour_controls(control: tuple[float, float], previous: tuple[float, float] | None = None
+                       ) -> list[tuple[float, float]]:
+    """The controls one slider step away on the axis moved last (sentiment at first), most
+    likely next first: onward in the direction of the last move, then back."""
+    axis = 1 if previous is not None and previous[1] != control[1] and previous[0] == control[0] else 0
+    onward = -1.0 if previous is not None and previous[axis] > control[axis] else 1.0
+    out = []
+    for direction in (onward, -onward):
+        value = snap_u(control[axis] + direction * U_STEP)
+        if U_MIN <= value <= U_MAX:
+            moved = list(control)
+            moved[axis] = value
+            out.append((moved[0], moved[1]))
+    return out
+
+
 def snap_u(value: float) -> float:
     """Round to the slider's step so a URL value lands on a slider position."""
     return round(round(value / U_STEP) * U_STEP, 2) + 0.0

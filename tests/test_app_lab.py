@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import pytest
 
 from steering import lab
-from steering.figures.steer import display_token, next_token_figure, steer_map_figure
+from steering.figures.steer import display_token, steer_figure
 from steering.figures.training import ema, global_steps, training_curves_figure
 
 
@@ -115,29 +115,36 @@ def test_training_figure_puts_stage_two_after_stage_one():
     assert fig.layout.yaxis2.type == "log"
 
 
-def test_next_token_figure():
-    fig = next_token_figure([" good", "<b>", "\n"], [0.2, 0.5, 0.3])
+def test_steer_figure_bars():
+    fig = steer_figure([" good", "<b>", "\n"], [0.2, 0.5, 0.3], [np.zeros((2, 2))], [0.0], np.ones((2, 2)), 0.0)
     bar = fig.data[0]
+    assert bar.type == "bar" and bar.xaxis is None                    # the first subplot
     assert list(bar.y) == ["␣good", "↵", "‹b›"]                 # least likely first: plotly draws bottom-up
     assert list(bar.x) == [0.2, 0.3, 0.5] and tuple(fig.layout.xaxis.range) == (0, 0.7)
     go.Figure(fig.to_dict())   # built unvalidated for speed: it must still pass plotly's validation
-    with pytest.raises(ValueError):
-        next_token_figure(["a"], [0.1, 0.2])
+    with pytest.raises(ValueError, match="2 probabilities"):
+        steer_figure(["a"], [0.1, 0.2], [np.zeros((2, 2))], [0.0], np.ones((2, 2)), 0.0)
     assert display_token("") == "∅"
 
 
-def test_steer_map_figure():
+def test_steer_figure_map():
     ref = [np.array([[0.0, 0.0], [1.0, float(u)]]) for u in (-1, 0, 1)]
     now = np.array([[0.0, 0.0], [1.0, 0.5], [2.0, 0.7]])
-    fig = steer_map_figure(ref, [-1, 0, 1], now, 0.5, explained=[0.6, 0.3])
-    assert len(fig.data) == 5
-    assert fig.data[3].name == "now: u = +0.50" and list(fig.data[3].x) == [0.0, 1.0, 2.0]
-    assert fig.layout.xaxis.title.text == "PC1 (60% of variance)"
-    x_lo, x_hi = fig.layout.xaxis.range
+    fig = steer_figure(["a", "b"], [0.6, 0.4], ref, [-1, 0, 1], now, 0.5, explained=[0.6, 0.3],
+                       bars_title="Next token at u = +0.50", map_title="<b>map</b>")
+    flow = fig.data[1:]
+    assert len(flow) == 5 and all(t.xaxis == "x2" and t.yaxis == "y2" for t in flow)
+    assert flow[3].name == "now: u = +0.50" and list(flow[3].x) == [0.0, 1.0, 2.0]
+    assert fig.layout.xaxis2.title.text == "PC1 (60% of variance)"
+    x_lo, x_hi = fig.layout.xaxis2.range
     assert x_lo < 0 and x_hi > 2
-    assert fig.data[0].line.color == "rgb(192,57,43)" and fig.data[2].line.color == "rgb(31,111,180)"
+    assert flow[0].line.color == "rgb(192,57,43)" and flow[2].line.color == "rgb(31,111,180)"
+    assert [a.text for a in fig.layout.annotations] == ["Next token at u = +0.50", "‹b›map‹/b›"]
+    assert fig.layout.xaxis.domain[1] < fig.layout.xaxis2.domain[0]     # side by side, not overlapping
     validated = go.Figure(fig.to_dict())
     assert validated.layout.template.layout.paper_bgcolor == "white" and validated.layout.uirevision == "steer-map"
+    with pytest.raises(ValueError, match="u values"):
+        steer_figure(["a"], [1.0], ref, [0, 1], now, 0.0)
 
 
 def test_regimes_in_chunks_equal_one_sweep(small_hybrid, small_tokenizer):

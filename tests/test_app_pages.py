@@ -88,7 +88,7 @@ def test_steer_page_renders_text_numbers_and_plots(lab_env):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Judged sentiment"] in ("positive", "negative", "mixed")
     assert metrics["NFE of one solve"] == "4"                      # euler, 4 steps: one field call per step
-    probs = values(chart(at, "next_token")["data"][0]["x"])
+    probs = values(chart(at, "steer_map")["data"][0]["x"])
     assert len(probs) == 10 and all(0 <= p <= 1 for p in probs)
     assert sorted(probs) == probs                                 # most likely on top (plotly draws bottom-up)
     assert len(current_path(at)) == 33

@@ -1,4 +1,4 @@
-"""Figures of the Steer page: next-token bars and the current path in the PCA map.
+"""The Steer page's figure: next-token bars and the current path in the PCA map.
 
 Plain data in, go.Figure out. Token text comes from the model, so before it reaches a
 label it is made visible (leading spaces, newlines) and inert (plotly reads a few
@@ -70,9 +70,8 @@ def unvalidated_figure(traces: list[dict], layout: dict) -> go.Figure:
     return go.Figure(data=traces, layout=layout, _validate=False)
 
 
-def next_token_figure(tokens: Sequence[str], probs: Sequence[float], *, title: str = "Next-token probabilities",
-                      font_size: int = 14, color: str = POSITIVE) -> go.Figure:
-    """Horizontal bars, most likely token on top, each labelled with its percentage."""
+def _next_token_bars(tokens: Sequence[str], probs: Sequence[float], color: str) -> tuple[dict, dict, dict]:
+    """The bar trace and its x and y axes: horizontal bars, most likely token on top, with percentages."""
     if len(tokens) != len(probs):
         raise ValueError(f"{len(tokens)} tokens but {len(probs)} probabilities")
     p = np.asarray(probs, dtype=float)
@@ -82,23 +81,17 @@ def next_token_figure(tokens: Sequence[str], probs: Sequence[float], *, title: s
     # the axis only grows in steps of 0.1, so it stays still while a slider is dragged
     top = float(np.ceil(max(float(values.max(initial=0.0)) * 1.25, 0.1) * 10) / 10)
     bars = dict(type="bar", x=values.tolist(), y=labels, orientation="h", marker=dict(color=color),
-                text=[f"{v:.1%}" for v in values], textposition="outside", cliponaxis=False,
+                text=[f"{v:.1%}" for v in values], textposition="outside", cliponaxis=False, showlegend=False,
                 hovertemplate="%{y}: %{x:.2%}<extra></extra>")
-    layout = style_layout(font_size, height=60 + 34 * max(len(labels), 3))
-    layout["title"]["text"] = title
-    layout.update(xaxis=dict(title=dict(text="probability"), range=[0, min(top, 1.0)], tickformat=".0%"),
-                  yaxis=dict(type="category"), showlegend=False, bargap=0.25)
-    return unvalidated_figure([bars], layout)
+    xaxis = dict(title=dict(text="probability"), range=[0, min(top, 1.0)], tickformat=".0%", automargin=False)
+    yaxis = dict(type="category", automargin=False)
+    return bars, xaxis, yaxis
 
 
-def steer_map_figure(reference_paths: Sequence[np.ndarray], reference_u: Sequence[float], current: np.ndarray,
-                     current_u: float, *, explained: Sequence[float] | None = None, font_size: int = 14,
-                     title: str = "Where the flow takes the prompt: H(τ) in the PCA map") -> go.Figure:
-    """Reference paths (thin, coloured by u) with the current path (thick) on top.
-
-    Each path is [T, ≥2] in PCA coordinates, τ = 0 first. The axes stay fixed to the
-    reference paths' extent (plus margin), so moving u moves only the current path.
-    """
+def _flow_map(reference_paths: Sequence[np.ndarray], reference_u: Sequence[float], current: np.ndarray,
+              current_u: float, explained: Sequence[float] | None) -> tuple[list[dict], dict, dict]:
+    """Reference paths (thin, coloured by u), the current path (thick) and its ends; x and y axes
+    fixed to the reference paths' extent (plus margin), so moving u moves only the current path."""
     if len(reference_paths) != len(reference_u):
         raise ValueError(f"{len(reference_paths)} reference paths but {len(reference_u)} u values")
     current = np.asarray(current, dtype=float)
@@ -126,16 +119,41 @@ def steer_map_figure(reference_paths: Sequence[np.ndarray], reference_u: Sequenc
     (x_lo, y_lo), (x_hi, y_hi) = everything.min(axis=0), everything.max(axis=0)
     pad_x, pad_y = 0.08 * max(x_hi - x_lo, 1e-6), 0.08 * max(y_hi - y_lo, 1e-6)
     ex = list(explained) if explained is not None else []
+    xaxis = dict(title=dict(text=f"PC1 ({ex[0]:.0%} of variance)" if len(ex) > 0 else "PC1"),
+                 range=[float(x_lo - pad_x), float(x_hi + pad_x)], zeroline=False, automargin=False)
+    yaxis = dict(title=dict(text=f"PC2 ({ex[1]:.0%} of variance)" if len(ex) > 1 else "PC2"),
+                 range=[float(y_lo - pad_y), float(y_hi + pad_y)], zeroline=False, automargin=False)
+    return traces, xaxis, yaxis
+
+
+def steer_figure(tokens: Sequence[str], probs: Sequence[float], reference_paths: Sequence[np.ndarray],
+                 reference_u: Sequence[float], current: np.ndarray, current_u: float, *,
+                 explained: Sequence[float] | None = None, font_size: int = 14,
+                 bars_title: str = "Next-token probabilities",
+                 map_title: str = "Where the flow takes the prompt: H(τ) in the PCA map",
+                 color: str = POSITIVE) -> go.Figure:
+    """The Steer page's two views as one figure: next-token bars (left) and the path of H(τ)
+    in the PCA map (right; each path is [T, ≥2] in PCA coordinates, τ = 0 first).
+
+    One figure, not two, because the page redraws it on every slider move: the browser's
+    share of a move is mostly per-chart work. Margins are fixed (no automatic margins),
+    for the same reason; the left one fits about ten characters of token.
+    """
+    bars, bars_x, bars_y = _next_token_bars(tokens, probs, color)
+    flow, map_x, map_y = _flow_map(reference_paths, reference_u, current, current_u, explained)
+    for trace in flow:
+        trace.update(xaxis="x2", yaxis="y2")
     layout = style_layout(font_size, height=470)
-    layout["title"]["text"] = title
+    layout["margin"] = dict(l=9 * font_size, r=9 * font_size, t=60, b=4 * font_size, autoexpand=False)
+    title_font = dict(size=round(font_size * 1.15))
     layout.update(
-        xaxis=dict(title=dict(text=f"PC1 ({ex[0]:.0%} of variance)" if len(ex) > 0 else "PC1"),
-                   range=[float(x_lo - pad_x), float(x_hi + pad_x)], zeroline=False),
-        yaxis=dict(title=dict(text=f"PC2 ({ex[1]:.0%} of variance)" if len(ex) > 1 else "PC2"),
-                   range=[float(y_lo - pad_y), float(y_hi + pad_y)], zeroline=False),
-        legend=dict(orientation="v", yanchor="top", y=1, x=1.02, font=dict(size=max(font_size - 2, 10))),
-        uirevision="steer-map")
-    return unvalidated_figure(traces, layout)
+        xaxis={**bars_x, "domain": [0.0, 0.3], "anchor": "y"}, yaxis={**bars_y, "anchor": "x"},
+        xaxis2={**map_x, "domain": [0.42, 1.0], "anchor": "y2"}, yaxis2={**map_y, "anchor": "x2"},
+        bargap=0.25, uirevision="steer-map",
+        legend=dict(orientation="v", yanchor="top", y=1, x=1.01, font=dict(size=max(font_size - 2, 10))),
+        annotations=[dict(text=plain_label(t), x=x, xref="paper", xanchor="left", y=1.0, yref="paper", yanchor="bottom",
+                          yshift=8, showarrow=False, font=title_font) for t, x in ((bars_title, 0.0), (map_title, 0.42))])
+    return unvalidated_figure([bars] + flow, layout)
 
 
 def _u_color(u: float, u_abs: float) -> str:
