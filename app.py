@@ -34,11 +34,13 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
     views = ui.steer_views(loaded)
     view = ui.run_safely(views.result, ui.steer_key(prompt, state.control, solver, seed, max_new_tokens),
                          what="the steered continuation")
-    if ui.prefetch_enabled():   # while the page is looked at, compute the views one slider step away
+    ahead = []   # while the page is looked at, compute the views one slider step away
+    if ui.prefetch_enabled() and lab.worth_computing_ahead(solver):
         previous = st.session_state.get("steer_previous_control")
-        views.want(ui.steer_key(prompt, control, solver, seed, max_new_tokens)
-                   for control in lab.neighbour_controls(state.control, previous))
+        ahead = [ui.steer_key(prompt, control, solver, seed, max_new_tokens)
+                 for control in lab.neighbour_controls(state.control, previous)]
         st.session_state["steer_previous_control"] = state.control
+    views.want(ahead)
     judgement = judged(view.prompt_shown + view.continuation)
 
     text_col, numbers_col = st.columns([3, 1], gap="large")

@@ -67,6 +67,19 @@ def format_u(value: float) -> str:
     return f"{value:+.2f}"
 
 
+PREFETCH_MAX_STEPS = 8
+
+
+def worth_computing_ahead(solver: SolverConfig) -> bool:
+    """Whether the Steer page should compute neighbouring slider positions in the background.
+
+    Only for fixed-step solvers with a few steps: their cost is small and known. An adaptive
+    solve can take seconds at a tight tolerance (and its cost depends on u), and a background
+    job holds the model until it ends, so the user's next request could wait behind it.
+    """
+    return solver.is_fixed and solver.steps <= PREFETCH_MAX_STEPS
+
+
 def neighbour_controls(control: tuple[float, float], previous: tuple[float, float] | None = None
                        ) -> list[tuple[float, float]]:
     """The controls one slider step away on the axis moved last (sentiment at first), most

@@ -3,7 +3,8 @@ import time
 
 import pytest
 
-from steering.lab import U_MAX, U_STEP, neighbour_controls
+from steering.lab import U_MAX, U_STEP, neighbour_controls, worth_computing_ahead
+from steering.ode import SolverConfig
 from steering.prefetch import Prefetcher
 
 
@@ -82,3 +83,10 @@ def test_the_worker_waits_for_a_quiet_moment_before_starting():
     p.want([2])                              # a newer wish restarts the wait
     assert p.wait_idle()
     assert len(started) == 1 and started[0] - wished >= 0.3 - 0.02
+
+
+def test_only_cheap_fixed_step_solves_are_computed_ahead():
+    assert worth_computing_ahead(SolverConfig("euler", steps=4))
+    assert worth_computing_ahead(SolverConfig("rk4", steps=8))
+    assert not worth_computing_ahead(SolverConfig("rk4", steps=64))
+    assert not worth_computing_ahead(SolverConfig("dopri5", rtol=1e-3))
