@@ -7,6 +7,7 @@ waits for the one background job in progress, because both take the model's lock
 """
 from __future__ import annotations
 
+import atexit
 import threading
 import time
 from collections import OrderedDict
@@ -38,6 +39,7 @@ class Prefetcher:
         self._running = None
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._closed = False
 
     def result(self, key: Hashable):
         """The value for key: kept, awaited if the worker is on it, else computed here (errors propagate)."""
@@ -57,10 +59,22 @@ class Prefetcher:
         with self._cond:
             self._queue = [k for k in keys if k not in self._done and k != self._running]
             self._wished_at = time.monotonic()
-            if self._thread is None:
+            if self._closed:
+                self._queue = []
+            elif self._thread is None:
                 self._thread = threading.Thread(target=self._work, name="steer-prefetch", daemon=True)
                 self._thread.start()
+                # a daemon thread killed inside a torch op at interpreter exit aborts the process
+                atexit.register(self.close)
             self._cond.notify()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop working ahead: drop the queue and wait for the job in progress (result() still works)."""
+        with self._cond:
+            self._closed = True
+            self._queue = []
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._running is None, timeout)
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Until the queue is empty and nothing runs (for tests)."""
@@ -70,7 +84,9 @@ class Prefetcher:
     def _work(self):
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._queue)
+                self._cond.wait_for(lambda: self._queue or self._closed)
+                if self._closed:
+                    return
                 wait = self._wished_at + self._delay - time.monotonic()
                 if wait > 0:
                     self._cond.wait(wait)

@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +110,28 @@ def test_sentiment_slider_changes_text_and_trajectory(lab_env):
     # dragging back gives the very same text: one seed for every u
     at.slider(key="w_sentiment").set_value(-2.0).run()
     assert continuation(at) == text_negative
+
+
+def test_a_slider_step_finds_its_view_computed_ahead(lab_env, monkeypatch):
+    from steering import lab
+    computed = []
+    real = lab.compute_steer_view
+
+    def counting(model, tok, pca, prompt, control, *args, **kwargs):
+        computed.append(control)
+        return real(model, tok, pca, prompt, control, *args, **kwargs)
+    monkeypatch.setattr(lab, "compute_steer_view", counting)
+    at = run_app({"u": "0.5", "prompt": "A prompt only this test uses"})
+    no_exception(at)
+    deadline = time.monotonic() + 60
+    while not {(0.55, 0.0), (0.45, 0.0)} <= set(computed) and time.monotonic() < deadline:
+        time.sleep(0.05)                      # the background worker computes both neighbours
+    assert computed[0] == (0.5, 0.0) and {(0.55, 0.0), (0.45, 0.0)} <= set(computed)
+    shown_ahead = computed.count((0.55, 0.0))
+    at.slider(key="w_sentiment").set_value(0.55).run()
+    no_exception(at)
+    assert computed.count((0.55, 0.0)) == shown_ahead == 1       # served, not computed again
+    assert at.query_params["u"] == "0.55"
 
 
 def test_query_params_restore_the_state(lab_env):

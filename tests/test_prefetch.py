@@ -90,3 +90,21 @@ def test_only_cheap_fixed_step_solves_are_computed_ahead():
     assert worth_computing_ahead(SolverConfig("rk4", steps=8))
     assert not worth_computing_ahead(SolverConfig("rk4", steps=64))
     assert not worth_computing_ahead(SolverConfig("dopri5", rtol=1e-3))
+
+
+def test_close_waits_for_the_job_in_progress_and_stops_working_ahead():
+    gate, started = threading.Event(), threading.Event()
+    compute = Counting()
+    p = Prefetcher(lambda k: (started.set(), gate.wait(5), compute(k))[2])
+    p.want([1, 2])
+    assert started.wait(5)
+    closer = threading.Thread(target=p.close)
+    closer.start()
+    time.sleep(0.05)
+    assert closer.is_alive()                 # job 1 is still running
+    gate.set()
+    closer.join(5)
+    assert not closer.is_alive() and compute.calls == [1]      # 2 was dropped
+    p.want([3])
+    assert p.wait_idle() and compute.calls == [1]
+    assert p.result(3) == 30                 # the caller still gets its value
