@@ -43,20 +43,15 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
     views.want(ahead)
     judgement = judged(view.prompt_shown + view.continuation)
 
-    text_col, numbers_col = st.columns([3, 1], gap="large")
-    with text_col:
-        with st.container(border=True, key="continuation"):
-            st.markdown(lab.bold_then_plain(view.prompt_shown, view.continuation))
-        if view.generation_notice:
-            st.caption(view.generation_notice)
-    with numbers_col:
-        verdict = lab.sentiment_label(judgement.score)
-        st.metric("Judged sentiment", verdict, f"P(positive) {judgement.score:.0%}", delta_arrow="off",
-                  delta_color={"positive": "blue", "negative": "red"}.get(verdict, "gray"),
-                  help="Trained TF-IDF judge when its files exist, else VADER's compound score mapped to 0…1."
-                       f" VADER compound: {judgement.vader_compound:+.2f}.")
-        st.metric("NFE of one solve", view.solve_nfe, help="Vector-field evaluations the solver needed to "
-                  f"integrate the prompt from τ = 0 to 1 ({view.solver_label}).")
+    with st.container(border=True, key="continuation"):
+        st.markdown(lab.bold_then_plain(view.prompt_shown, view.continuation))
+    # one line of badges, not st.metric in a column of its own: every element the fragment
+    # sends costs the browser a render pass on each slider move
+    st.markdown(lab.steer_badges(judgement.score, judgement.vader_compound, view.solve_nfe), help=(
+        "Judged by the trained TF-IDF judge when its files exist, else by VADER's compound score mapped to 0…1. "
+        f"NFE: vector-field evaluations the solver needed to integrate the prompt from τ = 0 to 1 ({view.solver_label})."))
+    if view.generation_notice:
+        st.caption(view.generation_notice)
 
     pca = ui.pca_map(loaded)
     paths, us = reference_paths(pca, pca.key)

@@ -459,6 +459,14 @@ def regimes_in_chunks(model, tok, prompt: str, u_grid, *, solvers=("dopri5", "ad
                    seconds=float(sum(p.seconds for p in parts)))
 
 
+def steer_badges(score: float, vader_compound: float, nfe: int) -> str:
+    """The Steer page's numbers as markdown badges: the verdict coloured by sentiment, VADER, NFE."""
+    verdict = sentiment_label(score)
+    colour = {"positive": "blue", "negative": "red"}.get(verdict, "gray")
+    return (f":{colour}-badge[judged {verdict}: P(positive) {score:.0%}] :gray-badge[VADER {vader_compound:+.2f}] "
+            f":gray-badge[NFE of one solve: {int(nfe)}]")
+
+
 def bold_then_plain(bold: str, plain: str) -> str:
     """Markdown for `bold` in bold followed by `plain`, both shown literally.
 

@@ -175,3 +175,9 @@ def test_steer_view_is_deterministic_in_u(small_hybrid, small_tokenizer):
     assert np.allclose(views[0].path[0], views[1].path[0])        # one start point: u acts inside the block
     assert views[0].solve_nfe == 4 and len(views[0].path) == 33 and len(views[0].next_tokens) == 10
     assert abs(sum(views[0].next_probs) - 1) < 1 and views[0].next_probs == sorted(views[0].next_probs, reverse=True)
+
+
+def test_steer_badges_colour_the_verdict_and_show_the_numbers():
+    assert lab.steer_badges(0.9, 0.5, 4) == (":blue-badge[judged positive: P(positive) 90%] :gray-badge[VADER +0.50] "
+                                            ":gray-badge[NFE of one solve: 4]")
+    assert lab.steer_badges(0.05, -0.7, 20).startswith(":red-badge[judged negative: P(positive) 5%]")

@@ -54,6 +54,14 @@ def continuation(at: AppTest) -> str:
     return blocks[0]
 
 
+def steer_numbers(at: AppTest) -> dict[str, str]:
+    """The Steer page's badges: {"judged": verdict, "NFE of one solve": n, ...} from their markdown."""
+    line = next(m.value for m in at.markdown if "-badge[judged" in m.value)
+    badges = dict(re.findall(r":\w+-badge\[([^:\]]+): ([^\]]+)\]", line))
+    badges["judged"] = next(k.split()[1] for k in badges if k.startswith("judged"))
+    return badges
+
+
 def values(data) -> list:
     """A plotly array from a figure's JSON: plain lists, or plotly's typed binary {dtype, bdata}."""
     if isinstance(data, dict) and "bdata" in data:
@@ -86,9 +94,9 @@ def test_steer_page_renders_text_numbers_and_plots(lab_env):
     at = run_app()
     no_exception(at)
     assert continuation(at).startswith("**The movie was**")
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Judged sentiment"] in ("positive", "negative", "mixed")
-    assert metrics["NFE of one solve"] == "4"                      # euler, 4 steps: one field call per step
+    numbers = steer_numbers(at)
+    assert numbers["judged"] in ("positive", "negative", "mixed")
+    assert numbers["NFE of one solve"] == "4"                      # euler, 4 steps: one field call per step
     probs = values(chart(at, "steer_map")["data"][0]["x"])
     assert len(probs) == 10 and all(0 <= p <= 1 for p in probs)
     assert sorted(probs) == probs                                 # most likely on top (plotly draws bottom-up)
@@ -144,7 +152,7 @@ def test_query_params_restore_the_state(lab_env):
     assert at.selectbox(key="w_solver").value == "rk4"
     assert at.number_input(key="w_steps").value == 8
     assert continuation(at).startswith("**The acting in this movie**")
-    assert {m.label: m.value for m in at.metric}["NFE of one solve"] == "32"   # rk4: 4 calls × 8 steps
+    assert steer_numbers(at)["NFE of one solve"] == "32"           # rk4: 4 calls × 8 steps
     assert not at.warning
     for key, value in params.items():
         assert at.query_params[key] == value
@@ -154,7 +162,7 @@ def test_adaptive_solver_and_tolerance_from_the_link(lab_env):
     at = run_app({"solver": "dopri5", "tol": "1e-05"})
     no_exception(at)
     assert at.select_slider(key="w_tol").value == pytest.approx(1e-5)
-    assert int({m.label: m.value for m in at.metric}["NFE of one solve"]) > 6
+    assert int(steer_numbers(at)["NFE of one solve"]) > 6
     assert at.query_params["tol"] == "1e-05" and "steps" not in at.query_params
 
 

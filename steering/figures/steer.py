@@ -80,11 +80,13 @@ def _next_token_bars(tokens: Sequence[str], probs: Sequence[float], color: str) 
     values = p[order][::-1]
     # the axis only grows in steps of 0.1, so it stays still while a slider is dragged
     top = float(np.ceil(max(float(values.max(initial=0.0)) * 1.25, 0.1) * 10) / 10)
-    bars = dict(type="bar", x=values.tolist(), y=labels, orientation="h", marker=dict(color=color),
-                text=[f"{v:.1%}" for v in values], textposition="outside", cliponaxis=False, showlegend=False,
+    bars = dict(type="bar", x=values.tolist(), y=labels, orientation="h", marker=dict(color=color), showlegend=False,
                 hovertemplate="%{y}: %{x:.2%}<extra></extra>")
     xaxis = dict(title=dict(text="probability"), range=[0, min(top, 1.0)], tickformat=".0%", automargin=False)
-    yaxis = dict(type="category", automargin=False)
+    # the percentages go in the axis labels, not as text beside each bar: plotly measures and
+    # places bar text on every redraw, which cost about 25 ms of each slider move in the browser
+    yaxis = dict(type="category", automargin=False, tickmode="array", tickvals=labels,
+                 ticktext=[f"{label}  {v:.1%}" for label, v in zip(labels, values)])
     return bars, xaxis, yaxis
 
 
@@ -137,14 +139,14 @@ def steer_figure(tokens: Sequence[str], probs: Sequence[float], reference_paths:
 
     One figure, not two, because the page redraws it on every slider move: the browser's
     share of a move is mostly per-chart work. Margins are fixed (no automatic margins),
-    for the same reason; the left one fits about ten characters of token.
+    for the same reason; the left one fits about ten characters of token and its percentage.
     """
     bars, bars_x, bars_y = _next_token_bars(tokens, probs, color)
     flow, map_x, map_y = _flow_map(reference_paths, reference_u, current, current_u, explained)
     for trace in flow:
         trace.update(xaxis="x2", yaxis="y2")
     layout = style_layout(font_size, height=470)
-    layout["margin"] = dict(l=9 * font_size, r=9 * font_size, t=60, b=4 * font_size, autoexpand=False)
+    layout["margin"] = dict(l=12 * font_size, r=9 * font_size, t=60, b=4 * font_size, autoexpand=False)
     title_font = dict(size=round(font_size * 1.15))
     layout.update(
         xaxis={**bars_x, "domain": [0.0, 0.3], "anchor": "y"}, yaxis={**bars_y, "anchor": "x"},
