@@ -121,6 +121,7 @@ def test_steer_figure_bars():
     assert bar.type == "bar" and bar.xaxis is None                    # the first subplot
     assert list(bar.y) == ["␣good", "↵", "‹b›"]                 # least likely first: plotly draws bottom-up
     assert list(bar.x) == [0.2, 0.3, 0.5] and tuple(fig.layout.xaxis.range) == (0, 0.7)
+    assert list(fig.layout.yaxis.ticktext) == ["␣good  20.0%", "↵  30.0%", "‹b›  50.0%"]
     go.Figure(fig.to_dict())   # built unvalidated for speed: it must still pass plotly's validation
     with pytest.raises(ValueError, match="2 probabilities"):
         steer_figure(["a"], [0.1, 0.2], [np.zeros((2, 2))], [0.0], np.ones((2, 2)), 0.0)
