@@ -55,6 +55,8 @@ def _train_args(p):
                       ("alpha_init", float)]:
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=typ, default=None)
     p.add_argument("--stage2-trains", dest="stage2_trains", choices=["field", "field+post"], default=None)
+    p.add_argument("--roughness-relative-to", dest="roughness_relative_to", choices=["state", "field"], default=None,
+                   help="what the path-roughness penalty is relative to")
     p.add_argument("--contrast-scale", dest="contrast_scale", type=float, default=None)
     p.add_argument("--contrast-axes", dest="contrast_axes", choices=["sentiment", "sentiment+style"], default=None)
     p.add_argument("--contrast-tokens", dest="contrast_tokens", choices=["all", "word_start", "word_start_sentiment"], default=None,

@@ -150,10 +150,10 @@ class _SandwichTransformer(nn.Module):
             n -= self.wte.weight.numel() + self.wpe.weight.numel()
         return n
 
-    def forward(self, idx, u=None, solver: SolverConfig | None = None):
+    def forward(self, idx, u=None, solver: SolverConfig | None = None, roughness_relative_to: str = "state"):
         """Logits [batch, tokens, vocab] and the path roughness of the middle block (0 if discrete)."""
         h0 = self.encode(idx)
-        h1, roughness = self._middle_for_training(h0, u, solver)
+        h1, roughness = self._middle_for_training(h0, u, solver, roughness_relative_to)
         return self.decode(h1), roughness
 
 
@@ -178,9 +178,10 @@ class HybridODETransformer(_SandwichTransformer):
         u = self.control_or_zero(u, h0.shape[0], h0.device)
         return solve_block(self.field, h0, u, solver, tau, record_outputs)
 
-    def _middle_for_training(self, h0, u, solver):
+    def _middle_for_training(self, h0, u, solver, roughness_relative_to="state"):
         result = self.middle(h0, u, solver or TRAINING_SOLVER, record_outputs=self.training)
-        roughness = path_roughness(result.field_outputs, h0) if self.training else h0.new_zeros(())
+        roughness = (path_roughness(result.field_outputs, h0, roughness_relative_to) if self.training
+                     else h0.new_zeros(()))
         return result.final, roughness
 
     def ode_parameters(self):
@@ -207,7 +208,7 @@ class DiscreteTransformer(_SandwichTransformer):
         grid = torch.linspace(0, 1, len(states), device=h0.device)
         return BlockSolve(states=torch.stack(states), tau=grid, nfe=len(self.mid), eval_taus=grid[:-1].tolist())
 
-    def _middle_for_training(self, h0, u, solver):
+    def _middle_for_training(self, h0, u, solver, roughness_relative_to="state"):
         return self.middle(h0).final, h0.new_zeros(())
 
     def ode_parameters(self):

@@ -246,14 +246,24 @@ def _euler_endpoints(field: ControlledVectorField, h0: torch.Tensor, u: torch.Te
                       field_outputs=outputs)
 
 
-def path_roughness(field_outputs: list[torch.Tensor], h0: torch.Tensor) -> torch.Tensor:
-    """Mean squared change of α·F between consecutive evaluations, relative to |H(0)|².
+def path_roughness(field_outputs: list[torch.Tensor], h0: torch.Tensor, relative_to: str = "state") -> torch.Tensor:
+    """Mean squared change of α·F between consecutive evaluations, relative to |H(0)|² ("state")
+    or to the mean |α·F|² along the path ("field").
 
     Forward Euler is exact when the field is constant along the path; this term is
     what its global error grows with, so penalising it keeps a few Euler steps
-    faithful to the continuous solution at no extra field evaluations.
+    faithful to the continuous solution at no extra field evaluations. Relative to the
+    state, the cheapest way to lower it is a smaller field, and the blocks around the ODE
+    block can take its work over: the field withers to a near-identity at u = 0. Relative
+    to the field itself it is blind to the field's size and asks only for a straight path.
     """
+    if relative_to not in ("state", "field"):
+        raise ValueError(f"relative_to must be 'state' or 'field', got {relative_to!r}")
     if len(field_outputs) < 2:
         return h0.new_zeros(())
     diffs = torch.stack([(b - a).pow(2).sum(-1) for a, b in zip(field_outputs[:-1], field_outputs[1:])])
-    return diffs.mean() / h0.detach().pow(2).sum(-1).mean().clamp_min(1e-8)
+    if relative_to == "field":
+        size = torch.stack([out.pow(2).sum(-1) for out in field_outputs]).mean()
+    else:
+        size = h0.detach().pow(2).sum(-1).mean()
+    return diffs.mean() / size.clamp_min(1e-8)

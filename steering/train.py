@@ -58,6 +58,7 @@ class TrainConfig:
     rt_fraction: float = 0.4
     start_prob: float = 0.5
     roughness_weight: float = 2000.0    # penalty on α·F changing along the Euler path
+    roughness_relative_to: str = "state"  # "state": |ΔF|²/|H(0)|²; "field": |ΔF|²/|F|² (blind to the field's size)
     contrast_weight: float = 3.0      # stage 2 contrastive weight
     contrast_scale: float = 3.0       # 0: Bayes rule on summed log-likelihoods; >0: scale x per-token mean
     contrast_axes: str = "sentiment+style"  # which control axes get a flipped copy in stage 2
@@ -184,7 +185,7 @@ def evaluate_loss(model, inputs, targets, controls=None, batch: int = 32) -> flo
 # ---------------------------------------------------------------- losses
 
 def stage1_loss(model, x, y, u, cfg: TrainConfig):
-    logits, roughness = model(x, u)
+    logits, roughness = model(x, u, roughness_relative_to=cfg.roughness_relative_to)
     lm = language_model_loss(logits, y)
     return lm + cfg.roughness_weight * roughness, {"lm_loss": lm.item(), "roughness": roughness.item()}
 
@@ -211,7 +212,7 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
         copies.append(flipped)
     if cfg.stage2_neutral_lm:
         copies.append(torch.zeros_like(u))
-    logits, roughness = model(torch.cat([x] * len(copies)), torch.cat(copies))
+    logits, roughness = model(torch.cat([x] * len(copies)), torch.cat(copies), roughness_relative_to=cfg.roughness_relative_to)
     chunks = logits.chunk(len(copies))
     lm = language_model_loss(chunks[0], y)
     if cfg.stage2_neutral_lm:

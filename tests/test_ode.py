@@ -106,6 +106,20 @@ def test_path_roughness_is_zero_for_a_constant_field_and_grows_with_change():
     assert path_roughness(changing, h0).item() == pytest.approx(0.01, rel=1e-5)
 
 
+def test_path_roughness_relative_to_the_field_is_blind_to_its_size():
+    h0 = torch.ones(1, 2, 4)
+    path = [torch.full((1, 2, 4), 1.0 + 0.1 * k) for k in range(4)]
+    scaled = [10 * out for out in path]
+    # relative to the state, a ten times larger field is a hundred times rougher
+    assert path_roughness(scaled, h0).item() == pytest.approx(100 * path_roughness(path, h0).item(), rel=1e-5)
+    assert path_roughness(scaled, h0, "field").item() == pytest.approx(path_roughness(path, h0, "field").item(), rel=1e-5)
+    # mean squared step 0.04 per token over mean |F|² = 4 * mean((1 + 0.1k)²)
+    expected = 0.04 / (4 * sum((1 + 0.1 * k) ** 2 for k in range(4)) / 4)
+    assert path_roughness(path, h0, "field").item() == pytest.approx(expected, rel=1e-5)
+    with pytest.raises(ValueError):
+        path_roughness(path, h0, "tokens")
+
+
 def test_adjoint_and_direct_backprop_give_the_same_gradients():
     field = make_field()
     h0 = torch.randn(1, 3, 16)
