@@ -190,3 +190,23 @@ def test_alpha_init_reaches_the_model_from_the_training_config():
     assert make_config().alpha_init == 0.1
     model = build_model(model_config(make_config("tiny", alpha_init=1.0)))
     assert model.field.alpha.item() == 1.0
+
+
+def test_stage1_loss_takes_the_roughness_relative_to_the_chosen_size(small_hybrid):
+    from steering.ode import path_roughness
+    from steering.train import stage1_loss
+    torch.manual_seed(0)
+    x = torch.randint(1, small_hybrid.config.vocab_size, (2, 10))
+    u = torch.tensor([[1.0, -1.0], [-1.0, 0.0]])
+    small_hybrid.train()
+    try:
+        with torch.no_grad():
+            _, state = stage1_loss(small_hybrid, x, x, u, make_config("tiny"))
+            _, field = stage1_loss(small_hybrid, x, x, u, make_config("tiny", roughness_relative_to="field"))
+            h0 = small_hybrid.encode(x)
+            outputs = small_hybrid.middle(h0, u, record_outputs=True).field_outputs
+    finally:
+        small_hybrid.eval()
+    assert state["roughness"] == pytest.approx(float(path_roughness(outputs, h0, "state")), rel=1e-5)
+    assert field["roughness"] == pytest.approx(float(path_roughness(outputs, h0, "field")), rel=1e-5)
+    assert field["roughness"] != pytest.approx(state["roughness"], rel=1e-2)
