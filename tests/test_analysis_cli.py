@@ -61,3 +61,13 @@ def test_bad_input_is_one_line_and_exit_2(small_checkpoint, capsys, argv, messag
 def test_missing_checkpoint_exits_2(tmp_path, capsys):
     assert main(["analyze", "trajectory", "--checkpoint", str(tmp_path / "none")]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_middle_json_weighs_the_block_against_its_solver_cost(small_checkpoint, capsys):
+    from steering.checkpoint import load_checkpoint
+    from steering.evaluate import FULL, heldout_prompts, solver_divergence
+    out = run_json(capsys, "analyze", "middle", "--json", "--checkpoint", str(small_checkpoint), "--n-reviews", "8")
+    assert out["arch"] == "hybrid" and out["windows"] > 0
+    assert out["loss_cost_of_removal"] == pytest.approx(out["loss_without_middle"] - out["loss"])
+    model, tok, _ = load_checkpoint(small_checkpoint)
+    assert out["solver_divergence"] == pytest.approx(solver_divergence(model, heldout_prompts(tok, FULL.prompts)), rel=1e-4)

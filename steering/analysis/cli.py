@@ -181,7 +181,7 @@ def _probes(args, model, tok, u, solver, n_tau):
 
 
 def _middle(args, model, tok, u, solver, n_tau):
-    from ..evaluate import FULL
+    from ..evaluate import FULL, heldout_prompts, solver_divergence
     from ..train import heldout_batch
     from .middle import middle_work
     inputs, targets, controls = heldout_batch(tok, model.config.block_size, args.n_reviews or FULL.val_reviews)
@@ -191,7 +191,12 @@ def _middle(args, model, tok, u, solver, n_tau):
     text = (f"{w.arch} middle on {w.windows} held-out windows: loss {w.loss:.4f} with it, "
             f"{w.loss_without_middle:.4f} without (cost of removal {w.loss_cost_of_removal:+.4f} nats/token)\n"
             f"|H(1) - H(0)| / |H(0)| at u = 0: {w.relative_update:.4f}{own}; mean |H(0)| {w.state_norm:.2f}")
-    return w.to_dict(), text
+    report = w.to_dict()
+    if hasattr(model, "field"):
+        # the other side of the trade: a block that moves H far along a curved path costs 4 Euler steps accuracy
+        report["solver_divergence"] = solver_divergence(model, heldout_prompts(tok, FULL.prompts))
+        text += f"\nEuler (4 steps) vs dopri5 (1e-6), as the evaluation: {report['solver_divergence']:.2e}"
+    return report, text
 
 
 ANALYSES = {"trajectory": _trajectory, "pca": _pca, "divergence": _divergence, "regimes": _regimes,
