@@ -125,19 +125,24 @@ class _SandwichTransformer(nn.Module):
             elif isinstance(module, nn.Embedding):
                 nn.init.normal_(module.weight, std=0.02)
 
-    def encode(self, idx: torch.Tensor, caches: list[dict] | None = None, start: int = 0) -> torch.Tensor:
+    def encode(self, idx: torch.Tensor, caches: list[dict] | None = None, start: int = 0,
+               skip_last: bool = False) -> torch.Tensor:
         tokens = idx.shape[1]
         if start + tokens > self.config.block_size:
             raise ValueError(f"sequence of {start + tokens} tokens exceeds the context of {self.config.block_size}")
         pos = torch.arange(start, start + tokens, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for i, block in enumerate(self.pre):
+            if skip_last and i == len(self.pre) - 1:
+                continue
             x = block(x, None if caches is None else caches[i])
         return x
 
-    def decode(self, h: torch.Tensor, caches: list[dict] | None = None) -> torch.Tensor:
+    def decode(self, h: torch.Tensor, caches: list[dict] | None = None, skip_first: bool = False) -> torch.Tensor:
         offset = len(self.pre) + self._n_mid_cached
         for i, block in enumerate(self.post):
+            if skip_first and i == 0:
+                continue
             h = block(h, None if caches is None else caches[offset + i])
         return self.ln_f(h) @ self.wte.weight.T
 
@@ -150,11 +155,16 @@ class _SandwichTransformer(nn.Module):
             n -= self.wte.weight.numel() + self.wpe.weight.numel()
         return n
 
-    def forward(self, idx, u=None, solver: SolverConfig | None = None, roughness_relative_to: str = "state"):
-        """Logits [batch, tokens, vocab] and the path roughness of the middle block (0 if discrete)."""
-        h0 = self.encode(idx)
+    def forward(self, idx, u=None, solver: SolverConfig | None = None, roughness_relative_to: str = "state",
+                skip_neighbors: tuple[bool, bool] = (False, False)):
+        """Logits [batch, tokens, vocab] and the path roughness of the middle block (0 if discrete).
+
+        skip_neighbors leaves out the last block before the middle and/or the first after it
+        (training-time layer drop: the middle must then do their work, so it cannot be routed around).
+        """
+        h0 = self.encode(idx, skip_last=skip_neighbors[0])
         h1, roughness = self._middle_for_training(h0, u, solver, roughness_relative_to)
-        return self.decode(h1), roughness
+        return self.decode(h1, skip_first=skip_neighbors[1]), roughness
 
 
 class HybridODETransformer(_SandwichTransformer):

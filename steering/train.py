@@ -66,6 +66,7 @@ class TrainConfig:
                                       # "word_start_sentiment": that for the sentiment axis, all tokens for style
     stage2_neutral_lm: bool = True    # stage 2 also fits every window at u = 0 (keeps "no preference" unbiased)
     field_out_lr_scale: float = 1.0   # lr multiplier of the field's output layer (see _make_optimizer)
+    neighbor_drop: float = 0.0        # stage 1: chance of leaving out each block next to the middle (layer drop)
     stage2_trains: str = "field+post" # "field" (paper) or "field+post" (also the blocks after the ODE)
     eval_every: int = 100
     eval_reviews: int = 200
@@ -184,8 +185,16 @@ def evaluate_loss(model, inputs, targets, controls=None, batch: int = 32) -> flo
 
 # ---------------------------------------------------------------- losses
 
-def stage1_loss(model, x, y, u, cfg: TrainConfig):
-    logits, roughness = model(x, u, roughness_relative_to=cfg.roughness_relative_to)
+def neighbor_skips(cfg: TrainConfig, step: int) -> tuple[bool, bool]:
+    """Which neighbours of the middle stage-1 step `step` leaves out; a function of (seed, step), so resume replays it."""
+    if cfg.neighbor_drop <= 0:
+        return (False, False)
+    draws = torch.rand(2, generator=torch.Generator().manual_seed(cfg.seed * 1_000_003 + step))
+    return tuple(bool(d < cfg.neighbor_drop) for d in draws)
+
+
+def stage1_loss(model, x, y, u, cfg: TrainConfig, skip_neighbors: tuple[bool, bool] = (False, False)):
+    logits, roughness = model(x, u, roughness_relative_to=cfg.roughness_relative_to, skip_neighbors=skip_neighbors)
     lm = language_model_loss(logits, y)
     return lm + cfg.roughness_weight * roughness, {"lm_loss": lm.item(), "roughness": roughness.item()}
 
@@ -366,7 +375,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             start_step, history = 0, deque(maxlen=200)
         trainable = [p for p in model.parameters() if p.requires_grad]
         ode_params = list(model.ode_parameters())
-        wrapped = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
+        # a left-out neighbour leaves its parameters without gradient on that step
+        wrapped = (torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=cfg.neighbor_drop > 0)
+                   if world > 1 else model)
         loss_fn = stage1_loss
         if stage == 2:
             vocab_mask = word_start_tokens(tok) if cfg.contrast_tokens.startswith("word_start") else None
@@ -382,7 +393,10 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                 group["lr"] = base_lr * group["lr_scale"]
             x, y, u, n_tokens = sampler.sample()
             x, y, u = x.to(device), y.to(device), u.to(device)
-            loss, parts = loss_fn(wrapped, x, y, u, cfg)
+            if stage == 1:
+                loss, parts = loss_fn(wrapped, x, y, u, cfg, skip_neighbors=neighbor_skips(cfg, step))
+            else:
+                loss, parts = loss_fn(wrapped, x, y, u, cfg)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = _grad_norm(trainable)

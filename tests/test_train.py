@@ -210,3 +210,38 @@ def test_stage1_loss_takes_the_roughness_relative_to_the_chosen_size(small_hybri
     assert state["roughness"] == pytest.approx(float(path_roughness(outputs, h0, "state")), rel=1e-5)
     assert field["roughness"] == pytest.approx(float(path_roughness(outputs, h0, "field")), rel=1e-5)
     assert field["roughness"] != pytest.approx(state["roughness"], rel=1e-2)
+
+
+def test_neighbor_drop_leaves_out_the_blocks_beside_the_middle(small_hybrid):
+    from steering.train import neighbor_skips
+    never, always = make_config("tiny"), make_config("tiny", neighbor_drop=1.0)
+    half = make_config("tiny", neighbor_drop=0.5)
+    assert all(neighbor_skips(never, s) == (False, False) for s in range(50))
+    assert all(neighbor_skips(always, s) == (True, True) for s in range(50))
+    draws = [neighbor_skips(half, s) for s in range(400)]
+    assert draws == [neighbor_skips(half, s) for s in range(400)]  # a function of (seed, step): resume replays it
+    left_out = sum(a + b for a, b in draws) / (2 * len(draws))
+    assert 0.4 < left_out < 0.6
+
+    torch.manual_seed(0)
+    x = torch.randint(1, small_hybrid.config.vocab_size, (2, 10))
+    u = torch.tensor([[1.0, 0.0], [-1.0, 0.0]])
+    model = small_hybrid
+    with torch.no_grad():
+        full, _ = model(x, u)
+        skipped, _ = model(x, u, skip_neighbors=(True, True))
+        h = model.wte(x) + model.wpe(torch.arange(x.shape[1]))
+        for block in model.pre[:-1]:
+            h = block(h)
+        h = model.middle(h, u).final
+        for block in model.post[1:]:
+            h = block(h)
+        by_hand = model.ln_f(h) @ model.wte.weight.T
+    assert torch.allclose(skipped, by_hand, atol=1e-5)
+    assert not torch.allclose(skipped, full, atol=1e-3)
+
+    model.zero_grad(set_to_none=True)
+    model(x, u, skip_neighbors=(True, False))[0].sum().backward()
+    assert all(p.grad is None for p in model.pre[-1].parameters())
+    assert all(p.grad is not None for p in model.post[0].parameters())
+    model.zero_grad(set_to_none=True)
