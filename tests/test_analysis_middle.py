@@ -41,3 +41,20 @@ def test_analyze_middle_json(small_checkpoint, capsys):
     assert out["arch"] == "hybrid" and out["windows"] >= 2
     assert out["loss_cost_of_removal"] == pytest.approx(out["loss_without_middle"] - out["loss"])
     assert out["relative_update"] >= 0 and out["relative_update_own_control"] >= 0
+
+
+def test_a_constant_offset_is_shared_not_token_specific(small_hybrid, windows):
+    inputs, targets, controls = windows
+    with torch.no_grad():
+        small_hybrid.field.fc_out.weight.zero_()
+        small_hybrid.field.fc_out.bias.fill_(0.5)   # α·F is then the same vector for every token
+    w = middle_work(small_hybrid, inputs, targets, controls)
+    assert w.relative_update > 0.01
+    assert w.token_specific_update == pytest.approx(0, abs=1e-5)
+    assert w.shared_update == pytest.approx(float(small_hybrid.field.alpha) * 0.5 * small_hybrid.config.d_model ** 0.5 / w.state_norm, rel=1e-4)
+
+
+def test_a_token_dependent_update_is_token_specific(small_discrete, windows):
+    inputs, targets, controls = windows
+    d = middle_work(small_discrete, inputs, targets, controls)
+    assert d.token_specific_update > 0.5 * d.relative_update

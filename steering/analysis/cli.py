@@ -190,7 +190,9 @@ def _middle(args, model, tok, u, solver, n_tau):
         f"; under each window's own control {w.relative_update_own_control:.4f}"
     text = (f"{w.arch} middle on {w.windows} held-out windows: loss {w.loss:.4f} with it, "
             f"{w.loss_without_middle:.4f} without (cost of removal {w.loss_cost_of_removal:+.4f} nats/token)\n"
-            f"|H(1) - H(0)| / |H(0)| at u = 0: {w.relative_update:.4f}{own}; mean |H(0)| {w.state_norm:.2f}")
+            f"|H(1) - H(0)| / |H(0)| at u = 0: {w.relative_update:.4f}{own}; mean |H(0)| {w.state_norm:.2f}\n"
+            f"at u = 0, shared by all tokens (a constant offset): {w.shared_update:.4f}; "
+            f"token-specific: {w.token_specific_update:.4f}")
     report = w.to_dict()
     if hasattr(model, "field"):
         # the other side of the trade: a block that moves H far along a curved path costs 4 Euler steps accuracy

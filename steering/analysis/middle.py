@@ -4,6 +4,11 @@ The evaluation's displacement bar asks whether the ODE block moves the hidden st
 much as the two discrete blocks it replaces. This says why a block moves H little or a
 lot: removing the middle (α = 0 for the hybrid, the blocks skipped for the baseline)
 and measuring the held-out loss gives the language-modelling value of what it does.
+
+The update H(1) - H(0) splits into the part every token shares (its mean over all
+held-out tokens: a constant offset, as a bias writes) and the rest, which depends on the
+token. Only the second can carry per-token work; the shipped ODE block's update is
+mostly the first (README model card).
 """
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ class MiddleWork:
     relative_update: float              # mean over tokens of |H(1) - H(0)| / |H(0)| at u = 0
     relative_update_own_control: float | None  # the same under each window's own (label, source) control
     state_norm: float                   # mean |H(0)|
+    shared_update: float                # |mean over tokens of (H(1) - H(0))| / mean |H(0)|, at u = 0
+    token_specific_update: float        # mean over tokens of |update - its mean| / |H(0)|, at u = 0
 
     @property
     def loss_cost_of_removal(self) -> float:
@@ -47,6 +54,7 @@ def middle_work(model, inputs: torch.Tensor, targets: torch.Tensor, controls: to
     hybrid = hasattr(model, "field")
     sums = {"loss": 0.0, "skip": 0.0, "update": 0.0, "update_own": 0.0, "norm": 0.0}
     tokens = 0
+    updates, norms = [], []
     for i in range(0, len(inputs), batch):
         x, y = inputs[i:i + batch], targets[i:i + batch]
         real = y >= 0
@@ -57,13 +65,19 @@ def middle_work(model, inputs: torch.Tensor, targets: torch.Tensor, controls: to
         sums["skip"] += float(language_model_loss(model.decode(h0), y)) * n
         sums["update"] += float(relative_update(h0, h1)[real].sum())
         sums["norm"] += float(h0.norm(dim=-1)[real].sum())
+        updates.append((h1 - h0)[real])
+        norms.append(h0.norm(dim=-1)[real].clamp_min(1e-12))
         if hybrid and controls is not None:
             own = model.middle(h0, controls[i:i + batch], TRAINING_SOLVER).final
             sums["update_own"] += float(relative_update(h0, own)[real].sum())
         tokens += n
     model.train(was_training)
     tokens = max(tokens, 1)
+    updates, norms = torch.cat(updates), torch.cat(norms)
+    shared = updates.mean(dim=0)
     return MiddleWork(arch=model.config.arch, windows=len(inputs), loss=sums["loss"] / tokens,
                       loss_without_middle=sums["skip"] / tokens, relative_update=sums["update"] / tokens,
                       relative_update_own_control=sums["update_own"] / tokens if hybrid and controls is not None else None,
-                      state_norm=sums["norm"] / tokens)
+                      state_norm=sums["norm"] / tokens,
+                      shared_update=float(shared.norm() / norms.mean()),
+                      token_specific_update=float(((updates - shared).norm(dim=-1) / norms).mean()))
