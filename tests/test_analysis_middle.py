@@ -51,7 +51,7 @@ def test_a_constant_offset_is_shared_not_token_specific(small_hybrid, windows):
     w = middle_work(small_hybrid, inputs, targets, controls)
     assert w.relative_update > 0.01
     assert w.token_specific_update == pytest.approx(0, abs=1e-5)
-    assert w.shared_update == pytest.approx(float(small_hybrid.field.alpha) * 0.5 * small_hybrid.config.d_model ** 0.5 / w.state_norm, rel=1e-4)
+    assert w.shared_update == pytest.approx(small_hybrid.field.alpha.item() * 0.5 * small_hybrid.config.d_model ** 0.5 / w.state_norm, rel=1e-4)
 
 
 def test_a_token_dependent_update_is_token_specific(small_discrete, windows):
