@@ -393,10 +393,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                 group["lr"] = base_lr * group["lr_scale"]
             x, y, u, n_tokens = sampler.sample()
             x, y, u = x.to(device), y.to(device), u.to(device)
-            if stage == 1:
-                loss, parts = loss_fn(wrapped, x, y, u, cfg, skip_neighbors=neighbor_skips(cfg, step))
-            else:
-                loss, parts = loss_fn(wrapped, x, y, u, cfg)
+            layer_drop = {"skip_neighbors": neighbor_skips(cfg, step)} if stage == 1 else {}
+            loss, parts = loss_fn(wrapped, x, y, u, cfg, **layer_drop)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = _grad_norm(trainable)

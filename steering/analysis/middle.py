@@ -52,7 +52,7 @@ def middle_work(model, inputs: torch.Tensor, targets: torch.Tensor, controls: to
     was_training = model.training
     model.eval()
     hybrid = hasattr(model, "field")
-    sums = {"loss": 0.0, "skip": 0.0, "update": 0.0, "update_own": 0.0, "norm": 0.0}
+    sums = {"loss": 0.0, "skip": 0.0, "update_own": 0.0}
     tokens = 0
     updates, norms = [], []
     for i in range(0, len(inputs), batch):
@@ -63,8 +63,6 @@ def middle_work(model, inputs: torch.Tensor, targets: torch.Tensor, controls: to
         h1 = model.middle(h0, None, TRAINING_SOLVER).final
         sums["loss"] += float(language_model_loss(model.decode(h1), y)) * n
         sums["skip"] += float(language_model_loss(model.decode(h0), y)) * n
-        sums["update"] += float(relative_update(h0, h1)[real].sum())
-        sums["norm"] += float(h0.norm(dim=-1)[real].sum())
         updates.append((h1 - h0)[real])
         norms.append(h0.norm(dim=-1)[real].clamp_min(1e-12))
         if hybrid and controls is not None:
@@ -73,11 +71,12 @@ def middle_work(model, inputs: torch.Tensor, targets: torch.Tensor, controls: to
         tokens += n
     model.train(was_training)
     tokens = max(tokens, 1)
-    updates, norms = torch.cat(updates), torch.cat(norms)
+    updates, norms = torch.cat(updates), torch.cat(norms)   # [real tokens, d], [real tokens]
     shared = updates.mean(dim=0)
     return MiddleWork(arch=model.config.arch, windows=len(inputs), loss=sums["loss"] / tokens,
-                      loss_without_middle=sums["skip"] / tokens, relative_update=sums["update"] / tokens,
+                      loss_without_middle=sums["skip"] / tokens,
+                      relative_update=float((updates.norm(dim=-1) / norms).mean()),
                       relative_update_own_control=sums["update_own"] / tokens if hybrid and controls is not None else None,
-                      state_norm=sums["norm"] / tokens,
+                      state_norm=float(norms.mean()),
                       shared_update=float(shared.norm() / norms.mean()),
                       token_specific_update=float(((updates - shared).norm(dim=-1) / norms).mean()))
