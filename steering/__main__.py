@@ -51,7 +51,8 @@ def _train_args(p):
                       ("stage2_lr", float), ("warmup", int), ("control_dropout", float), ("rt_fraction", float),
                       ("roughness_weight", float), ("contrast_weight", float), ("field_out_lr_scale", float), ("neighbor_drop", float), ("eval_every", int),
                       ("max_reviews", int), ("seed", int), ("vocab_size", int), ("block_size", int),
-                      ("d_model", int), ("n_heads", int), ("field_hidden", int), ("control_embed_dim", int),
+                      ("d_model", int), ("n_heads", int), ("field_hidden", int), ("field_heads", int),
+                      ("n_pre", int), ("n_mid", int), ("n_post", int), ("control_embed_dim", int),
                       ("alpha_init", float)]:
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=typ, default=None)
     p.add_argument("--stage2-trains", dest="stage2_trains", choices=["field", "field+post"], default=None)

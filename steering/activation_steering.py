@@ -119,6 +119,9 @@ class ActivationSteered(nn.Module):
     def new_caches(self):
         return self.model.new_caches()
 
+    def can_cache(self, solver) -> bool:
+        return self.model.can_cache(solver)
+
     def forward(self, idx, u=None, solver=None):
         h1 = self.middle(self.encode(idx), u, solver).final
         return self.decode(h1), h1.new_zeros(())

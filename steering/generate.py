@@ -1,9 +1,12 @@
 """Sampling from either model, with a KV cache for the discrete blocks.
 
-The ODE block acts on each token on its own, so with the cache only the newest token's
-state is integrated. For fixed-step solvers cached and uncached sampling give the same
-tokens; an adaptive solver picks its steps from the error of everything it integrates
-at once, so there the two may differ in the last digits.
+With the cache only the newest token's state is integrated through the ODE block. A
+per-token field needs nothing else; a token-mixing field keeps its keys and values for
+each field evaluation, which is exact for fixed-step solvers only, so with an adaptive
+solver it integrates the whole sequence at every step instead. For fixed-step solvers
+cached and uncached sampling give the same tokens; an adaptive solver picks its steps
+from the error of everything it integrates at once, so with a per-token field the two
+may differ there in the last digits.
 """
 from __future__ import annotations
 
@@ -76,6 +79,7 @@ def sample_tokens(model, ids: list[int], u: torch.Tensor, max_new_tokens: int, *
     gen = torch.Generator(device="cpu").manual_seed(seed)
     x = torch.tensor([ids] * n, dtype=torch.long, device=device)
     u = u.to(device).expand(n, -1)
+    use_cache = use_cache and model.can_cache(solver)
     caches = model.new_caches() if use_cache else None
     nfe, new = 0, []
     step_input, start = x, 0

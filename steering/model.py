@@ -18,6 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .attention import CausalSelfAttention
 from .ode import TRAINING_SOLVER, BlockSolve, ControlledVectorField, SolverConfig, path_roughness, solve_block
 
 
@@ -35,13 +36,14 @@ class ModelConfig:
     control_dim: int = 2          # (sentiment, style)
     control_embed_dim: int = 32
     field_hidden: int = 512
+    field_heads: int = 0          # > 0: the field also attends over the tokens (a continuous transformer block)
     alpha_init: float = 0.1
 
     def __post_init__(self):
         if self.arch not in ("hybrid", "discrete"):
             raise ValueError(f"arch must be 'hybrid' or 'discrete', got {self.arch!r}")
-        if self.d_model % self.n_heads:
-            raise ValueError("d_model must be divisible by n_heads")
+        if self.d_model % self.n_heads or (self.field_heads and self.d_model % self.field_heads):
+            raise ValueError("d_model must be divisible by n_heads and field_heads")
 
     @property
     def n_layers_equivalent(self) -> int:
@@ -56,40 +58,13 @@ class ModelConfig:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-class CausalSelfAttention(nn.Module):
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.n_heads = cfg.n_heads
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
-
-    def forward(self, x, cache: dict | None = None):
-        batch, tokens, d = x.shape
-        q, k, v = self.qkv(x).split(d, dim=-1)
-        q, k, v = (t.view(batch, tokens, self.n_heads, d // self.n_heads).transpose(1, 2) for t in (q, k, v))
-        if cache is not None and "k" in cache:
-            k = torch.cat([cache["k"], k], dim=2)
-            v = torch.cat([cache["v"], v], dim=2)
-        if cache is not None:
-            cache["k"], cache["v"] = k, v
-        past = k.shape[2] - tokens
-        if past == 0:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        elif tokens == 1:
-            y = F.scaled_dot_product_attention(q, k, v)
-        else:  # several new tokens after a cached prefix: causal mask offset by the prefix
-            mask = torch.ones(tokens, k.shape[2], dtype=torch.bool, device=x.device).tril(diagonal=past)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        return self.proj(y.transpose(1, 2).reshape(batch, tokens, d))
-
-
 class Block(nn.Module):
     """Pre-norm transformer block: x + attn(ln(x)), then x + mlp(ln(x))."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.ln1 = nn.LayerNorm(cfg.d_model)
-        self.attn = CausalSelfAttention(cfg)
+        self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads)
         self.ln2 = nn.LayerNorm(cfg.d_model)
         self.fc = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model)
         self.proj = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model)
@@ -168,14 +143,21 @@ class _SandwichTransformer(nn.Module):
 
 
 class HybridODETransformer(_SandwichTransformer):
-    _n_mid_cached = 0  # the ODE block acts per token: it needs no attention cache
-
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.field = ControlledVectorField(cfg.d_model, cfg.control_dim, cfg.control_embed_dim,
-                                           cfg.field_hidden, cfg.alpha_init)
+                                           cfg.field_hidden, cfg.alpha_init, mix_heads=cfg.field_heads)
         self._init_gpt_style()
         self.field.reset_parameters()
+
+    @property
+    def _n_mid_cached(self):
+        # a per-token field needs no cache; a token-mixing one keeps keys and values per evaluation
+        return 1 if self.field.mix is not None else 0
+
+    def can_cache(self, solver: SolverConfig) -> bool:
+        """Whether cached decoding is exact: always for a per-token field, for fixed steps otherwise."""
+        return self.field.mix is None or solver.is_fixed
 
     def control_or_zero(self, u, batch: int, device) -> torch.Tensor:
         if u is None:
@@ -186,7 +168,8 @@ class HybridODETransformer(_SandwichTransformer):
     def middle(self, h0, u=None, solver: SolverConfig = TRAINING_SOLVER, tau=None,
                record_outputs: bool = False, caches=None) -> BlockSolve:
         u = self.control_or_zero(u, h0.shape[0], h0.device)
-        return solve_block(self.field, h0, u, solver, tau, record_outputs)
+        kv_cache = caches[len(self.pre)] if caches is not None and self.field.mix is not None else None
+        return solve_block(self.field, h0, u, solver, tau, record_outputs, kv_cache)
 
     def _middle_for_training(self, h0, u, solver, roughness_relative_to="state"):
         result = self.middle(h0, u, solver or TRAINING_SOLVER, record_outputs=self.training)
@@ -209,6 +192,9 @@ class DiscreteTransformer(_SandwichTransformer):
     @property
     def _n_mid_cached(self):
         return len(self.mid)
+
+    def can_cache(self, solver=None) -> bool:
+        return True
 
     def middle(self, h0, u=None, solver=None, tau=None, record_outputs=False, caches=None) -> BlockSolve:
         states = [h0]

@@ -17,6 +17,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torchdiffeq import odeint, odeint_adjoint
 
+from .attention import CausalSelfAttention
+
 FIXED_SOLVERS = ("euler", "midpoint", "rk4")
 ADAPTIVE_SOLVERS = ("dopri5", "bosh3", "adaptive_heun")
 SOLVERS = FIXED_SOLVERS + ADAPTIVE_SOLVERS
@@ -96,15 +98,24 @@ def validate_tau_grid(tau: Sequence[float] | torch.Tensor) -> torch.Tensor:
 
 
 class ControlledVectorField(nn.Module):
-    """α · F_θ(norm(H), e(u), τ): an MLP with a softplus, applied to each token on its own.
+    """α · F_θ(norm(H), e(u), τ): an MLP with a softplus on each token, plus (mix_heads > 0)
+    causal self-attention over the tokens of norm(H), the two summed as in a parallel
+    transformer block. Without attention the field acts on each token on its own.
 
     e(u) is a learned linear embedding of the low-dimensional control, so that a
-    two-number control can still move many hidden units. The output layer starts
+    two-number control can still move many hidden units. The output layers start
     near zero, so the block starts as the identity map.
+
+    Cached decoding (kv_cache, a dict from evaluation index to that evaluation's keys and
+    values) is exact for fixed-step solvers: they evaluate the field at the same depths in
+    the same order for every token, and a token's path does not depend on later tokens.
     """
 
-    def __init__(self, d_model: int, control_dim: int, control_embed_dim: int, hidden: int, alpha_init: float):
+    def __init__(self, d_model: int, control_dim: int, control_embed_dim: int, hidden: int, alpha_init: float,
+                 mix_heads: int = 0):
         super().__init__()
+        self.mix = CausalSelfAttention(d_model, mix_heads) if mix_heads else None
+        self.kv_cache: dict[int, dict] | None = None
         self.norm = nn.LayerNorm(d_model)
         self.control_embed = nn.Linear(control_dim, control_embed_dim, bias=False)
         self.fc_in = nn.Linear(d_model + control_embed_dim + 1, hidden)
@@ -120,6 +131,11 @@ class ControlledVectorField(nn.Module):
         nn.init.zeros_(self.fc_in.bias)
         nn.init.normal_(self.fc_out.weight, std=1e-3)
         nn.init.zeros_(self.fc_out.bias)
+        if self.mix is not None:
+            nn.init.normal_(self.mix.qkv.weight, std=0.02)
+            nn.init.zeros_(self.mix.qkv.bias)
+            nn.init.normal_(self.mix.proj.weight, std=1e-3)
+            nn.init.zeros_(self.mix.proj.bias)
 
     def control_features(self, u: torch.Tensor) -> torch.Tensor:
         """The control's share of the first layer's pre-activation, [batch, 1, hidden]: fixed along τ."""
@@ -142,8 +158,13 @@ class ControlledVectorField(nn.Module):
             control_features = self.control_features(u.to(h.dtype))
         d = h.shape[-1]
         w = self.fc_in.weight
-        pre = F.linear(self.norm(h), w[:, :d]) + control_features + torch.as_tensor(tau, dtype=h.dtype) * w[:, -1]
-        out = self.alpha * self.fc_out(F.softplus(pre))
+        normed = self.norm(h)
+        pre = F.linear(normed, w[:, :d]) + control_features + torch.as_tensor(tau, dtype=h.dtype) * w[:, -1]
+        out = self.fc_out(F.softplus(pre))
+        if self.mix is not None:
+            cache = None if self.kv_cache is None else self.kv_cache.setdefault(self.nfe - 1, {})
+            out = out + self.mix(normed, cache)
+        out = self.alpha * out
         if self.recorded_outputs is not None:
             self.recorded_outputs.append(out)
         return out
@@ -186,8 +207,16 @@ def solve_block(
     solver: SolverConfig = TRAINING_SOLVER,
     tau: Sequence[float] | torch.Tensor | None = None,
     record_outputs: bool = False,
+    kv_cache: dict | None = None,
 ) -> BlockSolve:
-    """Integrate the field from τ=0 with state h0 under control u; states on the τ grid."""
+    """Integrate the field from τ=0 with state h0 under control u; states on the τ grid.
+
+    kv_cache (a token-mixing field's keys and values per evaluation, for cached decoding:
+    h0 then holds only the tokens after the cached ones) needs a fixed-step solver.
+    """
+    if kv_cache is not None and not solver.is_fixed:
+        raise ValueError(f"cached decoding needs a fixed-step solver; {solver.method} picks its steps "
+                         "from all the tokens it integrates, so integrate the whole sequence")
     tau = validate_tau_grid([0.0, 1.0] if tau is None else tau).to(h0.device)
     if float(tau[0]) != 0.0:
         # the block always starts at τ = 0; a grid that starts later is read off a full solve
@@ -202,6 +231,14 @@ def solve_block(
     field.nfe = 0
     field.eval_taus = []
     field.recorded_outputs = [] if record_outputs else None
+    field.kv_cache = kv_cache
+    try:
+        return _solve(field, h0, u, solver, tau, tau_full)
+    finally:
+        field.kv_cache = None
+
+
+def _solve(field, h0, u, solver, tau, tau_full) -> BlockSolve:
     if solver.method == "euler" and not solver.adjoint and tau_full.numel() == 2 and float(tau_full[-1]) == 1.0:
         return _euler_endpoints(field, h0, u, solver.steps, tau)
     options = {"step_size": 1.0 / solver.steps} if solver.is_fixed else {"max_num_steps": solver.max_steps}

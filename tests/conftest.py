@@ -37,6 +37,17 @@ def small_hybrid(small_tokenizer):
 
 
 @pytest.fixture
+def small_mixing_hybrid(small_tokenizer):
+    """A hybrid whose field also attends over the tokens, laid out 1 block + ODE + 1 block."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(arch="hybrid", field_heads=2, n_pre=1, n_mid=4, n_post=1,
+                      **{**SMALL, "vocab_size": small_tokenizer.get_vocab_size()})
+    model = HybridODETransformer(cfg)
+    torch.nn.init.normal_(model.field.mix.proj.weight, std=0.1)
+    return _trained_looking(model, 0)
+
+
+@pytest.fixture
 def small_discrete(small_tokenizer):
     torch.manual_seed(0)
     cfg = ModelConfig(arch="discrete", **{**SMALL, "vocab_size": small_tokenizer.get_vocab_size()})

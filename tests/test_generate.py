@@ -5,10 +5,12 @@ from steering.generate import filter_logits, generate
 from steering.ode import SolverConfig
 
 
-@pytest.mark.parametrize("fixture", ["small_hybrid", "small_discrete"])
-def test_cached_and_uncached_sampling_give_the_same_tokens(fixture, small_tokenizer, request):
+@pytest.mark.parametrize("fixture,solver", [("small_hybrid", SolverConfig()), ("small_discrete", SolverConfig()),
+                                           ("small_mixing_hybrid", SolverConfig()),
+                                           ("small_mixing_hybrid", SolverConfig("rk4", steps=3))])
+def test_cached_and_uncached_sampling_give_the_same_tokens(fixture, solver, small_tokenizer, request):
     model = request.getfixturevalue(fixture)
-    kwargs = dict(sentiment=1.0, n=3, max_new_tokens=20, temperature=1.0, top_k=50, top_p=0.95, seed=7)
+    kwargs = dict(sentiment=1.0, n=3, max_new_tokens=20, temperature=1.0, top_k=50, top_p=0.95, seed=7, solver=solver)
     cached = generate(model, small_tokenizer, "The movie was", use_cache=True, **kwargs)
     uncached = generate(model, small_tokenizer, "The movie was", use_cache=False, **kwargs)
     assert [g.tokens for g in cached] == [g.tokens for g in uncached]
@@ -70,3 +72,16 @@ def test_top_k_and_top_p_filtering():
     assert torch.isinf(filter_logits(logits, 1.0, 2, None)[0, 2:]).all()
     kept = filter_logits(logits, 1.0, None, 0.5)
     assert torch.isfinite(kept[0, 0]) and torch.isinf(kept[0, 1:]).all()  # top token alone holds > 50%
+
+
+def test_token_mixing_field_caches_only_where_that_is_exact(small_mixing_hybrid, small_tokenizer):
+    model = small_mixing_hybrid
+    assert model.can_cache(SolverConfig("euler", steps=4)) and not model.can_cache(SolverConfig("dopri5"))
+    ids = torch.tensor([[1, 5, 9, 17]])
+    caches = model.new_caches()
+    with pytest.raises(ValueError, match="fixed-step solver"):
+        model.middle(model.encode(ids, caches), torch.zeros(2), SolverConfig("dopri5"), caches=caches)
+    # generation with an adaptive solver integrates the whole sequence each step instead of failing
+    out = generate(model, small_tokenizer, "The movie was", sentiment=1.0, max_new_tokens=5,
+                   solver=SolverConfig("dopri5", rtol=1e-3, atol=1e-4), use_cache=True)[0]
+    assert len(out.tokens) == 5 and out.nfe > 5

@@ -151,3 +151,31 @@ def test_euler_fast_path_matches_torchdiffeq_euler():
     # a finer τ grid still goes through torchdiffeq and agrees at the end
     grid = solve_block(field, h0, u, SolverConfig("euler", steps=4), tau=torch.linspace(0, 1, 9))
     assert torch.allclose(grid.final, solve_block(field, h0, u, SolverConfig("euler", steps=4)).final, atol=1e-6)
+
+
+@pytest.mark.parametrize("mix_heads", [0, 2])
+def test_a_token_sees_earlier_tokens_only_when_the_field_mixes_them(mix_heads):
+    torch.manual_seed(0)
+    field = ControlledVectorField(16, 2, 4, 32, alpha_init=0.5, mix_heads=mix_heads)
+    field.reset_parameters()
+    torch.nn.init.normal_(field.fc_out.weight, std=0.1)
+    if mix_heads:
+        torch.nn.init.normal_(field.mix.proj.weight, std=0.1)
+    h = torch.randn(1, 6, 16)
+    changed = h.clone()
+    changed[0, 2] += torch.randn(16)           # disturb token 2 only
+    base = solve_block(field, h, torch.zeros(1, 2)).final
+    moved = solve_block(field, changed, torch.zeros(1, 2)).final
+    diff = (moved - base).abs().amax(dim=-1)[0]
+    assert torch.all(diff[:2] == 0)           # causal: earlier tokens never see a later one
+    if mix_heads:
+        assert torch.all(diff[3:] > 1e-4)      # later tokens attend to it
+    else:
+        assert torch.all(diff[3:] == 0)        # a per-token field keeps tokens apart
+
+
+def test_a_mixing_field_starts_near_the_identity():
+    field = ControlledVectorField(16, 2, 4, 32, alpha_init=1.0, mix_heads=2)
+    field.reset_parameters()
+    h = torch.randn(2, 5, 16)
+    assert field(torch.tensor(0.0), h, torch.zeros(2, 2)).abs().max() < 0.05
