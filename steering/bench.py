@@ -89,6 +89,8 @@ def forward_flops(cfg: ModelConfig, batch: int, tokens: int, field_evals: int = 
         # the control's share of the first layer is computed once per solve (ode.control_features);
         # τ's share is a scaled vector, no matrix product
         per_eval = 2 * n * (d * cfg.field_hidden + cfg.field_hidden * d)
+        if cfg.field_heads:   # the token-mixing field's attention: qkv and output projections
+            per_eval += 2 * n * 4 * d * d + (2 * 2 * batch * tokens * tokens * d if attention else 0)
         per_solve = 2 * batch * (cfg.control_dim * cfg.control_embed_dim + cfg.control_embed_dim * cfg.field_hidden)
         middle = field_evals * per_eval + per_solve
     return (cfg.n_pre + cfg.n_post) * block + middle + head

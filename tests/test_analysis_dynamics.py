@@ -85,3 +85,25 @@ def test_contraction_bad_inputs(small_hybrid, small_discrete, small_tokenizer):
         contraction(small_hybrid, small_tokenizer, "x", [0.0, 0.0], n_tau=1)
     with pytest.raises(ValueError, match="n_probes"):
         contraction(small_hybrid, small_tokenizer, "x", [0.0, 0.0], n_probes=0)
+
+
+def test_a_token_mixing_field_gets_the_top_eigenvalue_of_the_whole_state(small_mixing_hybrid, small_tokenizer):
+    """Its Jacobian couples the tokens: per-token Lanczos would miss the cross terms; the exact
+    eigenvalue of the full symmetric part (dense, via autograd) is what the whole-state run must find."""
+    from steering.analysis.dynamics import _bound_field, symmetric_top_eigenvalues
+    model = small_mixing_hybrid
+    idx, _ = prompt_tensor(model, small_tokenizer, "The movie was")
+    control = torch.tensor([[1.0, 0.0]])
+    f = _bound_field(model.field, control)
+    with torch.no_grad():
+        h = model.encode(idx)
+    tau = torch.tensor(0.5)
+    jac = torch.autograd.functional.jacobian(lambda x: f(tau, x.view(h.shape)).flatten(), h.flatten())
+    exact = float(torch.linalg.eigvalsh(0.5 * (jac + jac.T).double())[-1])
+    size = h.numel()
+    top = symmetric_top_eigenvalues(f, tau, h, iterations=size, generator=torch.Generator().manual_seed(0),
+                                    per_token=False)
+    assert top.shape == (1,) and top[0] == pytest.approx(exact, rel=1e-3, abs=1e-5)
+    c = contraction(model, small_tokenizer, "The movie was", [1.0, 0.0], n_tau=5, n_probes=1, lanczos_iterations=8)
+    assert c.token_top_eigenvalue.shape == (5, 1)
+    assert np.all(c.growth_rate <= c.top_symmetric_eigenvalue + 1e-4)

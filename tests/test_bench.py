@@ -17,7 +17,7 @@ import torch
 from steering import bench
 from steering.__main__ import main
 from steering.checkpoint import save_checkpoint
-from steering.model import DiscreteTransformer, HybridODETransformer, ModelConfig
+from steering.model import DiscreteTransformer, HybridODETransformer, ModelConfig, build_model
 from steering.ode import SolverConfig
 
 # Big enough that 64 stored Euler steps (about 1 MB each) stand far above allocator noise.
@@ -95,6 +95,9 @@ def test_analytic_flops_equal_torch_counted_flops(small_tokenizer):
     rk4 = SolverConfig("rk4", steps=2)
     assert bench.counted_forward_flops(hybrid, idx, rk4) == bench.forward_flops(hybrid.config, 3, 20, 8, attention=False)
     assert bench.forward_flops(hybrid.config, 3, 20) > bench.forward_flops(hybrid.config, 3, 20, attention=False)
+    # a token-mixing field adds its attention's projections at every evaluation
+    mixing = build_model(ModelConfig(**{**hybrid.config.to_dict(), "field_heads": 2, "n_pre": 1, "n_post": 1}))
+    assert bench.counted_forward_flops(mixing, idx) == bench.forward_flops(mixing.config, 3, 20, attention=False)
 
 
 def test_demo_size_flop_ratio_is_the_latency_floor():

@@ -6,8 +6,9 @@ forward-mode Jacobian-vector products) and report the finite-time Lyapunov expon
 λ(τ) = ln(|δ(τ)| / |δ(0)|) / τ. Negative: nearby paths approach each other. The rate
 d ln|δ|/dτ = δᵀSδ / δᵀδ is bounded by the top eigenvalue of S = (J + Jᵀ)/2 (the one-sided
 Lipschitz constant); we get that eigenvalue for each token by Lanczos on S·v = (Jv + Jᵀv)/2
-(one JVP and one VJP per iteration). The field acts on each token on its own, so J is
-block-diagonal over tokens and the whole state's top eigenvalue is the largest of them.
+(one JVP and one VJP per iteration). A per-token field acts on each token on its own, so J
+is block-diagonal over tokens and the whole state's top eigenvalue is the largest of them;
+a token-mixing field couples the tokens, so there Lanczos runs on the whole state at once.
 
 Convergence. Error at τ = 1 of N-step Euler and RK4 against a tight dopri5 reference, in
 float64 on a copy of the field (float32 round-off would flatten RK4's curve), and the
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torchdiffeq import odeint
 
 from ..ode import SolverStepLimitError
@@ -49,7 +51,7 @@ class Contraction:
     ftle: np.ndarray                     # [T] mean over probes of log_growth / τ (at τ = 0: the rate there)
     growth_rate: np.ndarray              # [T] mean over probes of δᵀSδ / δᵀδ (instantaneous)
     top_symmetric_eigenvalue: np.ndarray  # [T] largest eigenvalue of S over all tokens
-    token_top_eigenvalue: np.ndarray     # [T, tokens]
+    token_top_eigenvalue: np.ndarray     # [T, tokens]; [T, 1] (the whole state) for a token-mixing field
     token_strings: list[str]
 
     @property
@@ -72,13 +74,18 @@ def _per_token_dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a * b).sum(-1, keepdim=True)
 
 
+def _whole_state_dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a * b).sum(dim=(-2, -1), keepdim=True)
+
+
 def linearize(f, tau, h: torch.Tensor):
     """f(τ, h) and two linear maps at h: v -> J v and v -> Jᵀ v.
 
     Jᵀv is one reverse pass. J v is the reverse pass of the (linear in w) map w -> Jᵀw,
     built once per point: on CPU this is several times cheaper than forward-mode AD here.
     """
-    with torch.enable_grad():
+    # the fused CPU attention kernel has no second derivative; a token-mixing field needs the plain one
+    with torch.enable_grad(), sdpa_kernel(SDPBackend.MATH):
         x = h.detach().requires_grad_(True)
         out = f(tau, x)
         w = torch.zeros_like(out, requires_grad=True)
@@ -96,35 +103,37 @@ def linearize(f, tau, h: torch.Tensor):
 
 
 def symmetric_top_eigenvalues(f, tau: torch.Tensor, h: torch.Tensor, iterations: int = 24,
-                              generator: torch.Generator | None = None) -> np.ndarray:
+                              generator: torch.Generator | None = None, per_token: bool = True) -> np.ndarray:
     """Largest eigenvalue of S = (J + Jᵀ)/2 for each token of h [1, tokens, d]: Lanczos, all tokens at once.
+    per_token=False (a field that mixes tokens): one eigenvalue, of S on the whole state.
 
     Full reorthogonalisation keeps the small Krylov basis orthogonal; with iterations = d
-    the result is exact up to round-off.
+    (tokens x d for the whole state) the result is exact up to round-off.
     """
-    d = h.shape[-1]
-    m = max(1, min(iterations, d))
+    dot = _per_token_dot if per_token else _whole_state_dot
+    size = h.shape[-1] if per_token else h.shape[-1] * h.shape[-2]
+    m = max(1, min(iterations, size))
     _, jvp, vjp = linearize(f, tau, h)
 
     def apply_s(v):
         return 0.5 * (jvp(v) + vjp(v))
 
     q = torch.randn(h.shape, generator=generator, dtype=h.dtype).to(h.device)
-    q = q / _per_token_dot(q, q).sqrt()
+    q = q / dot(q, q).sqrt()
     basis, alphas, betas = [q], [], []
     for j in range(m):
         w = apply_s(basis[-1])
-        alpha = _per_token_dot(w, basis[-1])
+        alpha = dot(w, basis[-1])
         alphas.append(alpha)
         for b in basis:                                       # full reorthogonalisation
-            w = w - _per_token_dot(w, b) * b
+            w = w - dot(w, b) * b
         if j == m - 1:
             break
-        beta = _per_token_dot(w, w).sqrt()
+        beta = dot(w, w).sqrt()
         fresh = torch.randn(h.shape, generator=generator, dtype=h.dtype).to(h.device)
         for b in basis:
-            fresh = fresh - _per_token_dot(fresh, b) * b
-        fresh = fresh / _per_token_dot(fresh, fresh).sqrt()
+            fresh = fresh - dot(fresh, b) * b
+        fresh = fresh / dot(fresh, fresh).sqrt()
         # an invariant subspace (beta ≈ 0): continue from a fresh orthogonal direction, decoupled
         invariant = beta < 1e-10 * alpha.abs().clamp_min(1.0)
         nxt = torch.where(invariant, fresh, w / beta.clamp_min(1e-30))
@@ -152,6 +161,7 @@ def contraction(model, tok, prompt: str, u, n_tau: int = 33, n_probes: int = 4, 
     grid = tau_grid(n_tau).to(idx.device)
     f = _bound_field(model.field, control.expand(n_probes, -1))
     f_one = _bound_field(model.field, control)
+    per_token = model.field.mix is None
     gen = torch.Generator().manual_seed(seed)
     h = model.encode(idx).expand(n_probes, -1, -1).contiguous()
     v = torch.randn(h.shape, generator=gen).to(h.device)
@@ -167,7 +177,7 @@ def contraction(model, tok, prompt: str, u, n_tau: int = 33, n_probes: int = 4, 
         return ((v_ * jv).flatten(1).sum(1) / (v_ * v_).flatten(1).sum(1)).double()
 
     log_growth, rates, tops = [log_norm.clone()], [rate(grid[0], h, v)], []
-    tops.append(symmetric_top_eigenvalues(f_one, grid[0], h[:1], lanczos_iterations, gen))
+    tops.append(symmetric_top_eigenvalues(f_one, grid[0], h[:1], lanczos_iterations, gen, per_token))
     for t0, t1 in zip(grid[:-1], grid[1:]):
         dt = t1 - t0
         k1 = rhs(t0, h, v)
@@ -181,7 +191,7 @@ def contraction(model, tok, prompt: str, u, n_tau: int = 33, n_probes: int = 4, 
         v = v / norms.view(-1, 1, 1)                     # keep δ at unit size; its growth is in log_norm
         log_growth.append(log_norm.clone())
         rates.append(rate(t1, h, v))
-        tops.append(symmetric_top_eigenvalues(f_one, t1, h[:1], lanczos_iterations, gen))
+        tops.append(symmetric_top_eigenvalues(f_one, t1, h[:1], lanczos_iterations, gen, per_token))
     log_growth = torch.stack(log_growth, dim=1).numpy()
     tau = grid.cpu().numpy().astype(float)
     growth_rate = torch.stack(rates).mean(dim=1).cpu().numpy()
