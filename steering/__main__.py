@@ -49,7 +49,7 @@ def _train_args(p):
     p.add_argument("--no-progress", action="store_true")
     for name, typ in [("steps", int), ("stage2_steps", int), ("tokens_per_batch", int), ("stage2_tokens_per_batch", int), ("lr", float),
                       ("stage2_lr", float), ("warmup", int), ("control_dropout", float), ("rt_fraction", float),
-                      ("roughness_weight", float), ("contrast_weight", float), ("field_out_lr_scale", float), ("neighbor_drop", float), ("eval_every", int),
+                      ("roughness_weight", float), ("stage2_roughness_weight", float), ("contrast_weight", float), ("field_out_lr_scale", float), ("neighbor_drop", float), ("eval_every", int),
                       ("max_reviews", int), ("seed", int), ("vocab_size", int), ("block_size", int),
                       ("d_model", int), ("n_heads", int), ("field_hidden", int), ("field_heads", int),
                       ("n_pre", int), ("n_mid", int), ("n_post", int), ("control_embed_dim", int),
@@ -58,6 +58,8 @@ def _train_args(p):
     p.add_argument("--stage2-trains", dest="stage2_trains", choices=["field", "field+post"], default=None)
     p.add_argument("--roughness-relative-to", dest="roughness_relative_to", choices=["state", "field"], default=None,
                    help="what the path-roughness penalty is relative to")
+    p.add_argument("--stage2-roughness-relative-to", dest="stage2_roughness_relative_to", choices=["state", "field"],
+                   default=None, help="stage 2's penalty reference (default: stage 1's)")
     p.add_argument("--contrast-scale", dest="contrast_scale", type=float, default=None)
     p.add_argument("--contrast-axes", dest="contrast_axes", choices=["sentiment", "sentiment+style"], default=None)
     p.add_argument("--contrast-tokens", dest="contrast_tokens", choices=["all", "word_start", "word_start_sentiment"], default=None,

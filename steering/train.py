@@ -59,6 +59,8 @@ class TrainConfig:
     start_prob: float = 0.5
     roughness_weight: float = 2000.0    # penalty on α·F changing along the Euler path
     roughness_relative_to: str = "state"  # "state": |ΔF|²/|H(0)|²; "field": |ΔF|²/|F|² (blind to the field's size)
+    stage2_roughness_weight: float | None = None       # stage 2's penalty, when it differs from stage 1's
+    stage2_roughness_relative_to: str | None = None
     contrast_weight: float = 3.0      # stage 2 contrastive weight
     contrast_scale: float = 3.0       # 0: Bayes rule on summed log-likelihoods; >0: scale x per-token mean
     contrast_axes: str = "sentiment+style"  # which control axes get a flipped copy in stage 2
@@ -196,6 +198,13 @@ def neighbor_skips(cfg: TrainConfig, step: int) -> tuple[bool, bool]:
         return (False, False)
     draws = torch.rand(2, generator=torch.Generator().manual_seed(cfg.seed * 1_000_003 + step))
     return tuple(bool(d < cfg.neighbor_drop) for d in draws)
+
+
+def stage2_view(cfg: TrainConfig) -> TrainConfig:
+    """cfg with stage 2's roughness penalty in place of stage 1's (where one is set)."""
+    weight = cfg.roughness_weight if cfg.stage2_roughness_weight is None else cfg.stage2_roughness_weight
+    relative_to = cfg.stage2_roughness_relative_to or cfg.roughness_relative_to
+    return replace(cfg, roughness_weight=weight, roughness_relative_to=relative_to)
 
 
 def stage1_loss(model, x, y, u, cfg: TrainConfig, skip_neighbors: tuple[bool, bool] = (False, False)):
@@ -388,6 +397,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             vocab_mask = word_start_tokens(tok) if cfg.contrast_tokens.startswith("word_start") else None
             masked_axes = (0,) if cfg.contrast_tokens == "word_start_sentiment" else (0, 1)
             loss_fn = functools.partial(stage2_loss, contrast_vocab_mask=vocab_mask, masked_axes=masked_axes)
+        stage_cfg = cfg if stage == 1 else stage2_view(cfg)
         bar = tqdm(range(start_step, n_steps), desc=f"{cfg.arch} stage {stage}", disable=not progress or rank != 0,
                    initial=start_step, total=n_steps)
         model.train()
@@ -399,7 +409,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             x, y, u, n_tokens = sampler.sample()
             x, y, u = x.to(device), y.to(device), u.to(device)
             layer_drop = {"skip_neighbors": neighbor_skips(cfg, step)} if stage == 1 else {}
-            loss, parts = loss_fn(wrapped, x, y, u, cfg, **layer_drop)
+            loss, parts = loss_fn(wrapped, x, y, u, stage_cfg, **layer_drop)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = _grad_norm(trainable)

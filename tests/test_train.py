@@ -245,3 +245,26 @@ def test_neighbor_drop_leaves_out_the_blocks_beside_the_middle(small_hybrid):
     assert all(p.grad is None for p in model.pre[-1].parameters())
     assert all(p.grad is not None for p in model.post[0].parameters())
     model.zero_grad(set_to_none=True)
+
+
+def test_stage2_can_take_its_own_roughness_penalty(small_hybrid):
+    from steering.train import stage2_loss, stage2_view
+    same = make_config("tiny", roughness_weight=7.0, roughness_relative_to="field")
+    assert stage2_view(same) == same            # unset: stage 2 keeps stage 1's penalty
+    own = make_config("tiny", roughness_weight=7.0, roughness_relative_to="field",
+                      stage2_roughness_weight=500.0, stage2_roughness_relative_to="state")
+    view = stage2_view(own)
+    assert (view.roughness_weight, view.roughness_relative_to) == (500.0, "state")
+    torch.manual_seed(0)
+    x = torch.randint(1, small_hybrid.config.vocab_size, (2, 10))
+    u = torch.tensor([[1.0, -1.0], [-1.0, 1.0]])
+    small_hybrid.train()
+    try:
+        with torch.no_grad():
+            loss, parts = stage2_loss(small_hybrid, x, x, u, view)
+            loss_field, parts_field = stage2_loss(small_hybrid, x, x, u, stage2_view(same))
+    finally:
+        small_hybrid.eval()
+    rest = parts["lm_loss"] + view.contrast_weight * parts["contrast_loss"]
+    assert float(loss) == pytest.approx(rest + 500.0 * parts["roughness"], rel=1e-5)
+    assert parts["roughness"] != pytest.approx(parts_field["roughness"], rel=1e-2)
