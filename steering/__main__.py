@@ -58,6 +58,8 @@ def _train_args(p):
     p.add_argument("--stage2-trains", dest="stage2_trains", choices=["field", "field+post"], default=None)
     p.add_argument("--roughness-relative-to", dest="roughness_relative_to", choices=["state", "field"], default=None,
                    help="what the path-roughness penalty is relative to")
+    p.add_argument("--freeze-alpha", dest="train_alpha", action="store_false", default=None,
+                   help="keep α at --alpha-init (the field's weights still train)")
     p.add_argument("--stage2-roughness-relative-to", dest="stage2_roughness_relative_to", choices=["state", "field"],
                    default=None, help="stage 2's penalty reference (default: stage 1's)")
     p.add_argument("--contrast-scale", dest="contrast_scale", type=float, default=None)

@@ -69,6 +69,7 @@ class TrainConfig:
     stage2_neutral_lm: bool = True    # stage 2 also fits every window at u = 0 (keeps "no preference" unbiased)
     field_out_lr_scale: float = 1.0   # lr multiplier of the field's output layer (see _make_optimizer)
     neighbor_drop: float = 0.0        # stage 1: chance of leaving out each block next to the middle (layer drop)
+    train_alpha: bool = True          # False: α stays at alpha_init in both stages (the field's weights still train)
     stage2_trains: str = "field+post" # "field" (paper) or "field+post" (also the blocks after the ODE)
     eval_every: int = 100
     eval_reviews: int = 200
@@ -378,6 +379,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         if stage == 2:
             _freeze_for_stage2(model, cfg.stage2_trains)
             sampler.tokens_per_batch = cfg.stage2_tokens_per_batch
+        if not cfg.train_alpha and hasattr(model, "field"):
+            model.field.alpha.requires_grad_(False)
         opt = _make_optimizer(model, lr, cfg.weight_decay if stage == 1 else 0.0, cfg.field_out_lr_scale)
         if cfg.resume and stage == start_stage and (state_dir / "state.json").is_file():
             meta = _load_state(state_dir, model, opt, sampler_gen)

@@ -268,3 +268,16 @@ def test_stage2_can_take_its_own_roughness_penalty(small_hybrid):
     rest = parts["lm_loss"] + view.contrast_weight * parts["contrast_loss"]
     assert float(loss) == pytest.approx(rest + 500.0 * parts["roughness"], rel=1e-5)
     assert parts["roughness"] != pytest.approx(parts_field["roughness"], rel=1e-2)
+
+
+def test_freeze_alpha_keeps_the_scale_while_the_field_trains(tiny_run, tmp_path):
+    out = tmp_path / "frozen_alpha"
+    train(make_config("tiny", out=str(out), steps=6, stage2_steps=2, warmup=2, max_reviews=400, eval_every=3,
+                      eval_reviews=16, alpha_init=0.7, train_alpha=False, tokenizer=str(tiny_run / "tokenizer.json")),
+          progress=False)
+    model, _, config = load_checkpoint(out)
+    assert model.field.alpha.item() == pytest.approx(0.7, abs=1e-3)     # float16 on disk
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert {r["stage"] for r in log} == {1, 2} and all(r["alpha"] == pytest.approx(0.7) for r in log)
+    assert all(r["ode_grad_norm"] > 0 for r in log)                       # the field itself still learns
+    assert config["meta"]["train"]["train_alpha"] is False
