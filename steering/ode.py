@@ -170,6 +170,32 @@ class ControlledVectorField(nn.Module):
         return out
 
 
+    def read_write_overlap(self) -> torch.Tensor:
+        """How much the field reads what it writes: d·||R·W||²/(||R||²·||W||²), averaged over every
+        (read, write) pair of its layers; about 1 for random weights, 0 when the writes fall where
+        the reads are blind.
+
+        Reads are the rows of the first MLP layer's state block and of the attention's query/key/
+        value map, scaled by the norm's gain; writes are the columns of the MLP's and attention's
+        output layers, centred over features (the norm removes a shared shift). Forward Euler
+        errs by how much α·F changes along its own path, and F changes along the path because
+        its reads see its writes: with no overlap, F stays (up to the norm's scale) what it was
+        at τ = 0 and 4 Euler steps are exact however far the block moves H. The ratio is blind
+        to the weights' size, so lowering it cannot shrink the update.
+        """
+        d = self.norm.normalized_shape[0]
+        gain = self.norm.weight
+        reads = [self.fc_in.weight[:, :d]] + ([self.mix.qkv.weight] if self.mix is not None else [])
+        writes = [self.fc_out.weight] + ([self.mix.proj.weight] if self.mix is not None else [])
+        overlaps = []
+        for read in reads:
+            read = read * gain
+            for write in writes:
+                write = write - write.mean(0, keepdim=True)
+                overlaps.append((read @ write).pow(2).sum() / (read.pow(2).sum() * write.pow(2).sum()).clamp_min(1e-20))
+        return d * torch.stack(overlaps).mean()
+
+
 class _FieldUnderControl(nn.Module):
     """The field with u bound, as torchdiffeq wants f(τ, H).
 

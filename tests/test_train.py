@@ -281,3 +281,18 @@ def test_freeze_alpha_keeps_the_scale_while_the_field_trains(tiny_run, tmp_path)
     assert {r["stage"] for r in log} == {1, 2} and all(r["alpha"] == pytest.approx(0.7) for r in log)
     assert all(r["ode_grad_norm"] > 0 for r in log)                       # the field itself still learns
     assert config["meta"]["train"]["train_alpha"] is False
+
+
+def test_overlap_penalty_turns_the_fields_writes_away_from_its_reads(tiny_run, tmp_path):
+    overlaps = {}
+    for weight in (0.0, 20.0):
+        out = tmp_path / f"overlap_{weight:g}"
+        train(make_config("tiny", out=str(out), steps=8, stage2_steps=2, warmup=2, max_reviews=400, eval_every=4,
+                          eval_reviews=16, overlap_weight=weight, tokenizer=str(tiny_run / "tokenizer.json")),
+              progress=False)
+        model, _, config = load_checkpoint(out)
+        overlaps[weight] = model.field.read_write_overlap().item()
+        log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+        assert all(("overlap" in r) == (weight > 0) for r in log)
+        assert config["meta"]["train"]["overlap_weight"] == weight
+    assert overlaps[20.0] < 0.5 * overlaps[0.0], overlaps
