@@ -169,7 +169,6 @@ class ControlledVectorField(nn.Module):
             self.recorded_outputs.append(out)
         return out
 
-
     def read_write_overlap(self) -> torch.Tensor:
         """How much the field reads what it writes: d·||R·W||²/(||R||²·||W||²), averaged over every
         (read, write) pair of its layers; about 1 for random weights, 0 when the writes fall where
@@ -179,20 +178,17 @@ class ControlledVectorField(nn.Module):
         value map, scaled by the norm's gain; writes are the columns of the MLP's and attention's
         output layers, centred over features (the norm removes a shared shift). Forward Euler
         errs by how much α·F changes along its own path, and F changes along the path because
-        its reads see its writes: with no overlap, F stays (up to the norm's scale) what it was
-        at τ = 0 and 4 Euler steps are exact however far the block moves H. The ratio is blind
-        to the weights' size, so lowering it cannot shrink the update.
+        its reads see its writes. With no overlap, what is left of that change comes from the
+        norm's scale, which the writes still move (README: the OV runs). The ratio is blind to
+        the weights' size, so lowering it cannot shrink the update.
         """
         d = self.norm.normalized_shape[0]
-        gain = self.norm.weight
         reads = [self.fc_in.weight[:, :d]] + ([self.mix.qkv.weight] if self.mix is not None else [])
         writes = [self.fc_out.weight] + ([self.mix.proj.weight] if self.mix is not None else [])
-        overlaps = []
-        for read in reads:
-            read = read * gain
-            for write in writes:
-                write = write - write.mean(0, keepdim=True)
-                overlaps.append((read @ write).pow(2).sum() / (read.pow(2).sum() * write.pow(2).sum()).clamp_min(1e-20))
+        reads = [read * self.norm.weight for read in reads]
+        writes = [write - write.mean(0, keepdim=True) for write in writes]
+        overlaps = [(read @ write).pow(2).sum() / (read.pow(2).sum() * write.pow(2).sum()).clamp_min(1e-20)
+                    for read in reads for write in writes]
         return d * torch.stack(overlaps).mean()
 
 
