@@ -123,9 +123,21 @@ def resolve_device(name: str) -> torch.device:
 
 # ---------------------------------------------------------------- distributed helpers
 
+def _loopback_interface() -> str | None:
+    import socket
+    return next((name for _, name in socket.if_nameindex() if name.startswith("lo")), None)
+
+
 def _dist_setup(device: torch.device) -> tuple[int, int]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
+        single_node = os.environ.get("LOCAL_WORLD_SIZE") == str(world)
+        if device.type == "cpu" and single_node and "GLOO_SOCKET_IFNAME" not in os.environ:
+            # gloo otherwise binds to whatever the hostname resolves to; in sandboxes where that
+            # address is not routable its connect hangs for the 30-minute collective timeout
+            loopback = _loopback_interface()
+            if loopback:
+                os.environ["GLOO_SOCKET_IFNAME"] = loopback
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return (dist.get_rank(), world) if world > 1 else (0, 1)
 

@@ -1,9 +1,11 @@
 import json
 import math
 import os
+import signal
 import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -111,14 +113,34 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_torchrun_with_two_processes(tmp_path):
-    out = tmp_path / "ddp"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={_free_port()}",
+def _torchrun_tiny_training(out: Path, timeout: int) -> tuple[int | None, str]:
+    """(exit code or None when it hung, its combined output)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+           f"--master_port={_free_port()}",
            "-m", "steering", "train", "--preset", "tiny", "--out", str(out), "--steps", "30",
            "--stage2-steps", "6", "--eval-every", "15", "--max-reviews", "1000", "--no-progress"]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, output
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return None, proc.communicate()[0]
+
+
+def test_torchrun_with_two_processes(tmp_path):
+    # about 15 s here. One CI run hung in this test; a second try on a fresh port tells a
+    # one-off rendezvous hang (reported as a warning, with its output) from a real deadlock
+    out = tmp_path / "ddp"
+    code, output = _torchrun_tiny_training(out, timeout=150)
+    if code is None:
+        warnings.warn(f"torchrun hung for 150 s, retrying on a fresh port; its output:\n{output[-3000:]}")
+        out = tmp_path / "ddp-retry"
+        code, output = _torchrun_tiny_training(out, timeout=150)
+    assert code is not None, f"torchrun hung twice; its output:\n{output[-4000:]}"
+    assert code == 0, output[-3000:]
     config = json.loads((out / "config.json").read_text())
     assert config["meta"]["world_size"] == 2
     log = read_log(out)
