@@ -62,6 +62,8 @@ def _train_args(p):
                    help="keep α at --alpha-init (the field's weights still train)")
     p.add_argument("--stage2-roughness-relative-to", dest="stage2_roughness_relative_to", choices=["state", "field"],
                    default=None, help="stage 2's penalty reference (default: stage 1's)")
+    p.add_argument("--field-norm", dest="field_norm", choices=["layer", "entry"], default=None,
+                   help="what the field normalises H(τ) with: its own statistics, or those of H(0)")
     p.add_argument("--contrast-scale", dest="contrast_scale", type=float, default=None)
     p.add_argument("--contrast-axes", dest="contrast_axes", choices=["sentiment", "sentiment+style"], default=None)
     p.add_argument("--contrast-tokens", dest="contrast_tokens", choices=["all", "word_start", "word_start_sentiment"], default=None,

@@ -37,6 +37,7 @@ class ModelConfig:
     control_embed_dim: int = 32
     field_hidden: int = 512
     field_heads: int = 0          # > 0: the field also attends over the tokens (a continuous transformer block)
+    field_norm: str = "layer"     # "layer": LayerNorm(H(τ)); "entry": normalised with H(0)'s statistics (ode.py)
     alpha_init: float = 0.1
 
     def __post_init__(self):
@@ -146,7 +147,8 @@ class HybridODETransformer(_SandwichTransformer):
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.field = ControlledVectorField(cfg.d_model, cfg.control_dim, cfg.control_embed_dim,
-                                           cfg.field_hidden, cfg.alpha_init, mix_heads=cfg.field_heads)
+                                           cfg.field_hidden, cfg.alpha_init, mix_heads=cfg.field_heads,
+                                           norm_mode=cfg.field_norm)
         self._init_gpt_style()
         self.field.reset_parameters()
 

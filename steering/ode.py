@@ -23,6 +23,7 @@ FIXED_SOLVERS = ("euler", "midpoint", "rk4")
 ADAPTIVE_SOLVERS = ("dopri5", "bosh3", "adaptive_heun")
 SOLVERS = FIXED_SOLVERS + ADAPTIVE_SOLVERS
 
+FIELD_NORMS = ("layer", "entry")
 CONTROL_AXES = ("sentiment", "style")
 CONTROL_LIMIT = 3.0
 
@@ -109,11 +110,21 @@ class ControlledVectorField(nn.Module):
     Cached decoding (kv_cache, a dict from evaluation index to that evaluation's keys and
     values) is exact for fixed-step solvers: they evaluate the field at the same depths in
     the same order for every token, and a token's path does not depend on later tokens.
+
+    norm_mode "layer" normalises the current state, LayerNorm(H(τ)). "entry" normalises with
+    each token's mean and scale at the block's entry, (H(τ) - μ(H(0))) / σ(H(0)) · g + b: a
+    fixed affine change of coordinates along the path. Under "layer" a write the field does
+    not read still bends its path, since it changes σ(H) and so the scale of what the field
+    reads (README: "Why the field curves"); under "entry" the field changes along its path only
+    through what it reads of its own writes, which `read_write_overlap` measures.
     """
 
     def __init__(self, d_model: int, control_dim: int, control_embed_dim: int, hidden: int, alpha_init: float,
-                 mix_heads: int = 0):
+                 mix_heads: int = 0, norm_mode: str = "layer"):
         super().__init__()
+        if norm_mode not in FIELD_NORMS:
+            raise ValueError(f"norm_mode must be one of {', '.join(FIELD_NORMS)}, got {norm_mode!r}")
+        self.norm_mode = norm_mode
         self.mix = CausalSelfAttention(d_model, mix_heads) if mix_heads else None
         self.kv_cache: dict[int, dict] | None = None
         self.norm = nn.LayerNorm(d_model)
@@ -137,6 +148,25 @@ class ControlledVectorField(nn.Module):
             nn.init.normal_(self.mix.proj.weight, std=1e-3)
             nn.init.zeros_(self.mix.proj.bias)
 
+    def entry_statistics(self, h0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each token's mean and scale (as LayerNorm computes them) at the block's entry."""
+        mean = h0.mean(-1, keepdim=True)
+        scale = torch.sqrt(h0.var(-1, unbiased=False, keepdim=True) + self.norm.eps)
+        return mean, scale
+
+    def normalize(self, h: torch.Tensor, entry_stats: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        if self.norm_mode == "layer":
+            return self.norm(h)
+        if entry_stats is None:
+            raise ValueError("an entry-normalised field needs its path's entry statistics (bind it to H(0))")
+        mean, scale = entry_stats
+        return (h - mean) / scale * self.norm.weight + self.norm.bias
+
+    def bind(self, u: torch.Tensor, h0: torch.Tensor, precompute: bool = True) -> "_FieldUnderControl":
+        """f(τ, H) for the path that starts at h0 under control u, as torchdiffeq wants it."""
+        return _FieldUnderControl(self, u, self.entry_statistics(h0) if self.norm_mode == "entry" else None,
+                                  precompute)
+
     def control_features(self, u: torch.Tensor) -> torch.Tensor:
         """The control's share of the first layer's pre-activation, [batch, 1, hidden]: fixed along τ."""
         d, e = self.norm.normalized_shape[0], self.control_embed.out_features
@@ -144,7 +174,8 @@ class ControlledVectorField(nn.Module):
         return F.linear(self.control_embed(u), w_u, self.fc_in.bias).unsqueeze(1)
 
     def forward(self, tau: torch.Tensor, h: torch.Tensor, u: torch.Tensor | None = None,
-                control_features: torch.Tensor | None = None) -> torch.Tensor:
+                control_features: torch.Tensor | None = None,
+                entry_stats: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """α·F at depth τ for states h [batch, tokens, d] under control u [batch, c].
 
         fc_in acts on concat(norm(h), e(u), τ); it is applied as the sum of its three column
@@ -158,7 +189,7 @@ class ControlledVectorField(nn.Module):
             control_features = self.control_features(u.to(h.dtype))
         d = h.shape[-1]
         w = self.fc_in.weight
-        normed = self.norm(h)
+        normed = self.normalize(h, entry_stats)
         pre = F.linear(normed, w[:, :d]) + control_features + torch.as_tensor(tau, dtype=h.dtype) * w[:, -1]
         out = self.fc_out(F.softplus(pre))
         if self.mix is not None:
@@ -176,17 +207,20 @@ class ControlledVectorField(nn.Module):
 
         Reads are the rows of the first MLP layer's state block and of the attention's query/key/
         value map, scaled by the norm's gain; writes are the columns of the MLP's and attention's
-        output layers, centred over features (the norm removes a shared shift). Forward Euler
+        output layers, centred over features under "layer" (that norm removes a shared shift;
+        the "entry" norm subtracts a fixed mean, so it sees the shift). Forward Euler
         errs by how much α·F changes along its own path, and F changes along the path because
         its reads see its writes. With no overlap, what is left of that change comes from the
-        norm's scale, which the writes still move (README: the OV runs). The ratio is blind to
+        norm's scale, which the writes still move under "layer" (README: the OV runs) and not
+        under "entry". The ratio is blind to
         the weights' size, so lowering it cannot shrink the update.
         """
         d = self.norm.normalized_shape[0]
         reads = [self.fc_in.weight[:, :d]] + ([self.mix.qkv.weight] if self.mix is not None else [])
         writes = [self.fc_out.weight] + ([self.mix.proj.weight] if self.mix is not None else [])
         reads = [read * self.norm.weight for read in reads]
-        writes = [write - write.mean(0, keepdim=True) for write in writes]
+        if self.norm_mode == "layer":
+            writes = [write - write.mean(0, keepdim=True) for write in writes]
         overlaps = [(read @ write).pow(2).sum() / (read.pow(2).sum() * write.pow(2).sum()).clamp_min(1e-20)
                     for read in reads for write in writes]
         return d * torch.stack(overlaps).mean()
@@ -199,14 +233,15 @@ class _FieldUnderControl(nn.Module):
     pass differentiates f(τ, H) alone, so there they are recomputed inside each call.
     """
 
-    def __init__(self, field: ControlledVectorField, u: torch.Tensor, precompute: bool = True):
+    def __init__(self, field: ControlledVectorField, u: torch.Tensor, entry_stats=None, precompute: bool = True):
         super().__init__()
         self.field = field
         self.u = u
+        self.entry_stats = entry_stats
         self.features = field.control_features(u) if precompute else None
 
     def forward(self, tau, h):
-        return self.field(tau, h, self.u, self.features)
+        return self.field(tau, h, self.u, self.features, self.entry_stats)
 
 
 @dataclass
@@ -272,9 +307,12 @@ def _solve(field, h0, u, solver, tau, tau_full) -> BlockSolve:
             params = tuple(p for p in field.parameters() if p.requires_grad)
             if u.requires_grad:
                 params = params + (u,)
-            states = odeint_adjoint(_FieldUnderControl(field, u, precompute=False), h0, tau_full, adjoint_params=params, **kwargs)
+            bound = field.bind(u, h0, precompute=False)
+            # the entry statistics enter f as constants; listing them gives h0 their share of the gradient
+            params = params + tuple(t for t in (bound.entry_stats or ()) if t.requires_grad)
+            states = odeint_adjoint(bound, h0, tau_full, adjoint_params=params, **kwargs)
         else:
-            states = odeint(_FieldUnderControl(field, u), h0, tau_full, **kwargs)
+            states = odeint(field.bind(u, h0), h0, tau_full, **kwargs)
     except AssertionError as err:
         if "max_num_steps" in str(err):
             raise SolverStepLimitError(
@@ -294,7 +332,7 @@ def _euler_endpoints(field: ControlledVectorField, h0: torch.Tensor, u: torch.Te
     """Forward Euler from τ=0 to 1, states at both ends: the same arithmetic as torchdiffeq's
     "euler" on the grid (0, 1), without its per-call bookkeeping, which dominates when one
     token is decoded at a time (generation with the KV cache, the app's slider)."""
-    bound = _FieldUnderControl(field, u)
+    bound = field.bind(u, h0)
     dt = 1.0 / steps
     h = h0
     for k in range(steps):

@@ -86,6 +86,7 @@ class TrainConfig:
     n_heads: int = 4
     field_hidden: int = 512
     field_heads: int = 0              # > 0: a token-mixing field (attention inside the ODE block)
+    field_norm: str = "layer"         # "entry": the field normalises with H(0)'s statistics (ode.py)
     n_pre: int = 2                    # blocks before the middle
     n_mid: int = 2                    # blocks the middle stands for (the discrete model's middle; init scale)
     n_post: int = 2                   # blocks after the middle
@@ -111,7 +112,7 @@ def make_config(preset: str = "demo", **overrides) -> TrainConfig:
 def model_config(cfg: TrainConfig) -> ModelConfig:
     return ModelConfig(arch=cfg.arch, vocab_size=cfg.vocab_size, block_size=cfg.block_size, d_model=cfg.d_model,
                        n_heads=cfg.n_heads, field_hidden=cfg.field_hidden, field_heads=cfg.field_heads,
-                       n_pre=cfg.n_pre, n_mid=cfg.n_mid, n_post=cfg.n_post,
+                       field_norm=cfg.field_norm, n_pre=cfg.n_pre, n_mid=cfg.n_mid, n_post=cfg.n_post,
                        control_embed_dim=cfg.control_embed_dim, alpha_init=cfg.alpha_init)
 
 

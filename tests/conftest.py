@@ -48,6 +48,17 @@ def small_mixing_hybrid(small_tokenizer):
 
 
 @pytest.fixture
+def small_entry_hybrid(small_tokenizer):
+    """As small_mixing_hybrid, with the field normalised by each token's statistics at H(0)."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(arch="hybrid", field_heads=2, field_norm="entry", n_pre=1, n_mid=4, n_post=1,
+                      **{**SMALL, "vocab_size": small_tokenizer.get_vocab_size()})
+    model = HybridODETransformer(cfg)
+    torch.nn.init.normal_(model.field.mix.proj.weight, std=0.1)
+    return _trained_looking(model, 0)
+
+
+@pytest.fixture
 def small_discrete(small_tokenizer):
     torch.manual_seed(0)
     cfg = ModelConfig(arch="discrete", **{**SMALL, "vocab_size": small_tokenizer.get_vocab_size()})

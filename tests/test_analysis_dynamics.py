@@ -45,7 +45,7 @@ def test_lanczos_top_eigenvalue_matches_the_exact_jacobian(small_hybrid, small_t
     idx, _ = prompt_tensor(small_hybrid, small_tokenizer, "The movie was")
     with torch.no_grad():
         h = small_hybrid.encode(idx)
-    f = _bound_field(small_hybrid.field, torch.tensor([[1.0, 0.0]]))
+    f = _bound_field(small_hybrid.field, torch.tensor([[1.0, 0.0]]), h)
     tau = torch.tensor(0.4)
     d = h.shape[-1]
     lanczos = symmetric_top_eigenvalues(f, tau, h, iterations=d, generator=torch.Generator().manual_seed(1))
@@ -94,9 +94,9 @@ def test_a_token_mixing_field_gets_the_top_eigenvalue_of_the_whole_state(small_m
     model = small_mixing_hybrid
     idx, _ = prompt_tensor(model, small_tokenizer, "The movie was")
     control = torch.tensor([[1.0, 0.0]])
-    f = _bound_field(model.field, control)
     with torch.no_grad():
         h = model.encode(idx)
+    f = _bound_field(model.field, control, h)
     tau = torch.tensor(0.5)
     jac = torch.autograd.functional.jacobian(lambda x: f(tau, x.view(h.shape)).flatten(), h.flatten())
     exact = float(torch.linalg.eigvalsh(0.5 * (jac + jac.T).double())[-1])

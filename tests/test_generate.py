@@ -7,7 +7,8 @@ from steering.ode import SolverConfig
 
 @pytest.mark.parametrize("fixture,solver", [("small_hybrid", SolverConfig()), ("small_discrete", SolverConfig()),
                                            ("small_mixing_hybrid", SolverConfig()),
-                                           ("small_mixing_hybrid", SolverConfig("rk4", steps=3))])
+                                           ("small_mixing_hybrid", SolverConfig("rk4", steps=3)),
+                                           ("small_entry_hybrid", SolverConfig())])
 def test_cached_and_uncached_sampling_give_the_same_tokens(fixture, solver, small_tokenizer, request):
     model = request.getfixturevalue(fixture)
     kwargs = dict(sentiment=1.0, n=3, max_new_tokens=20, temperature=1.0, top_k=50, top_p=0.95, seed=7, solver=solver)

@@ -181,10 +181,10 @@ def test_a_mixing_field_starts_near_the_identity():
     assert field(torch.tensor(0.0), h, torch.zeros(2, 2)).abs().max() < 0.05
 
 
-def _field_that_never_reads_its_writes(d=16, hidden=32, heads=2):
+def _field_that_never_reads_its_writes(d=16, hidden=32, heads=2, norm_mode="layer"):
     """Reads see features [0, d/2) only; writes land in [d/2, d) with zero mean over features."""
     torch.manual_seed(3)
-    field = ControlledVectorField(d, 2, 4, hidden, alpha_init=1.0, mix_heads=heads)
+    field = ControlledVectorField(d, 2, 4, hidden, alpha_init=1.0, mix_heads=heads, norm_mode=norm_mode)
     field.reset_parameters()
     half = d // 2
     with torch.no_grad():
@@ -235,3 +235,53 @@ def test_a_field_blind_to_its_writes_keeps_four_euler_steps_close_to_the_exact_p
         assert 0.15 < ((fine - h0).norm() / h0.norm()).item() < 0.4
         errors[name] = ((coarse - fine).norm() / fine.norm()).item()
     assert errors["disjoint"] < 0.5 * errors["random"], errors
+
+
+def _euler4_error_at_a_quarter_displacement(field, h0, u):
+    with torch.no_grad():
+        field.fc_in.weight[:, -1] = 0
+        move = solve_block(field, h0, u, SolverConfig("euler", steps=4)).final - h0
+        field.alpha.fill_(0.25 * h0.norm().item() / move.norm().item())
+        coarse = solve_block(field, h0, u, SolverConfig("euler", steps=4)).final
+        fine = solve_block(field, h0, u, SolverConfig("rk4", steps=64)).final
+    assert 0.15 < ((fine - h0).norm() / h0.norm()).item() < 0.4
+    return ((coarse - fine).norm() / fine.norm()).item()
+
+
+def test_an_entry_normalised_field_blind_to_its_writes_is_exact_under_euler():
+    """With the norm's statistics fixed at H(0), a field that cannot see its writes is constant
+    along its path, so Euler is exact at any displacement; the same weights under the usual
+    LayerNorm still err, through the norm's scale."""
+    torch.manual_seed(5)
+    h0, u = torch.randn(2, 5, 16) + 0.5, torch.tensor([[0.5, -0.5]])
+    entry = _euler4_error_at_a_quarter_displacement(_field_that_never_reads_its_writes(norm_mode="entry"), h0, u)
+    layer = _euler4_error_at_a_quarter_displacement(_field_that_never_reads_its_writes(norm_mode="layer"), h0, u)
+    assert entry < 1e-5 and layer > 100 * entry, (entry, layer)
+
+
+def test_entry_normalisation_reads_the_shared_shift_that_layer_normalisation_removes():
+    field = _field_that_never_reads_its_writes(norm_mode="entry")
+    assert field.read_write_overlap().item() < 1e-10
+    with torch.no_grad():
+        field.fc_in.weight[:, :8].normal_()   # the reads see [0, 8), whose mean the writes now shift
+        field.fc_out.weight[:8] += 0.3
+    entry_overlap = field.read_write_overlap().item()
+    field.norm_mode = "layer"
+    assert entry_overlap > 0.05 and field.read_write_overlap().item() < 0.5 * entry_overlap
+
+
+def test_an_entry_normalised_field_needs_its_entry_state_and_its_adjoint_gradient_is_exact():
+    torch.manual_seed(0)
+    field = ControlledVectorField(16, 2, 4, 32, alpha_init=1.0, mix_heads=2, norm_mode="entry")
+    field.reset_parameters()
+    with torch.no_grad():
+        field.fc_out.weight.normal_(std=0.3)
+    h0 = torch.randn(2, 5, 16, requires_grad=True)
+    u = torch.randn(2, 2)
+    with pytest.raises(ValueError, match="entry statistics"):
+        field(torch.tensor(0.0), h0, u)
+    grads = []
+    for adjoint in (False, True):
+        final = solve_block(field, h0, u, SolverConfig("dopri5", rtol=1e-7, atol=1e-7, adjoint=adjoint)).final
+        grads.append(torch.autograd.grad(final.pow(2).sum(), h0)[0])
+    assert torch.allclose(grads[0], grads[1], atol=1e-4), (grads[0] - grads[1]).abs().max()

@@ -32,15 +32,13 @@ from ..ode import SolverStepLimitError
 from .inputs import control_vector, prompt_tensor, tau_grid, u_grid_array, axis_control
 
 
-def _bound_field(field, control: torch.Tensor):
-    """f(τ, H) = α·F(H, τ, u) with u fixed, on a private copy so no shared model state is touched."""
+def _bound_field(field, control: torch.Tensor, h0: torch.Tensor):
+    """f(τ, H) = α·F(H, τ, u) on the path from h0 with u fixed, on a private copy so no shared
+    model state is touched (h0 matters only to an entry-normalised field)."""
     own = copy.deepcopy(field)
     for p in own.parameters():
         p.requires_grad_(False)
-
-    def f(tau, h):
-        return own(tau, h, control)
-    return f
+    return own.bind(control, h0)
 
 
 @dataclass
@@ -159,11 +157,11 @@ def contraction(model, tok, prompt: str, u, n_tau: int = 33, n_probes: int = 4, 
     idx, strings = prompt_tensor(model, tok, prompt)
     control = control_vector(u, axis).to(idx.device)
     grid = tau_grid(n_tau).to(idx.device)
-    f = _bound_field(model.field, control.expand(n_probes, -1))
-    f_one = _bound_field(model.field, control)
+    h = model.encode(idx).expand(n_probes, -1, -1).contiguous()
+    f = _bound_field(model.field, control.expand(n_probes, -1), h)
+    f_one = _bound_field(model.field, control, h[:1])
     per_token = model.field.mix is None
     gen = torch.Generator().manual_seed(seed)
-    h = model.encode(idx).expand(n_probes, -1, -1).contiguous()
     v = torch.randn(h.shape, generator=gen).to(h.device)
     v = v / v.flatten(1).norm(dim=1).view(-1, 1, 1)
     log_norm = torch.zeros(n_probes, dtype=torch.float64)
@@ -305,7 +303,8 @@ def convergence(model, tok, prompt: str, u, max_steps: int = 64, reference_tol: 
     idx, _ = prompt_tensor(model, tok, prompt)
     control = control_vector(u, axis).to(idx.device)
     field64 = copy.deepcopy(model.field).double()
-    f = _bound_field(field64, control.double())
-    result = convergence_study(f, model.encode(idx), max_steps, reference_tol)
+    h0 = model.encode(idx)
+    f = _bound_field(field64, control.double(), h0.double())
+    result = convergence_study(f, h0, max_steps, reference_tol)
     result.u = control[0].cpu().numpy().astype(float)
     return result
