@@ -61,7 +61,8 @@ class TrainConfig:
     roughness_relative_to: str = "state"  # "state": |ΔF|²/|H(0)|²; "field": |ΔF|²/|F|² (blind to the field's size)
     stage2_roughness_weight: float | None = None       # stage 2's penalty, when it differs from stage 1's
     stage2_roughness_relative_to: str | None = None
-    overlap_weight: float = 0.0       # penalty on the field reading its own writes (ode.read_write_overlap), both stages
+    overlap_weight: float = 0.0       # penalty on the field reading its own writes (ode.read_write_overlap)
+    stage2_overlap_weight: float | None = None         # stage 2's, when it differs from stage 1's
     contrast_weight: float = 3.0      # stage 2 contrastive weight
     contrast_scale: float = 3.0       # 0: Bayes rule on summed log-likelihoods; >0: scale x per-token mean
     contrast_axes: str = "sentiment+style"  # which control axes get a flipped copy in stage 2
@@ -216,10 +217,11 @@ def neighbor_skips(cfg: TrainConfig, step: int) -> tuple[bool, bool]:
 
 
 def stage2_view(cfg: TrainConfig) -> TrainConfig:
-    """cfg with stage 2's roughness penalty in place of stage 1's (where one is set)."""
+    """cfg with stage 2's roughness and overlap penalties in place of stage 1's (where set)."""
     weight = cfg.roughness_weight if cfg.stage2_roughness_weight is None else cfg.stage2_roughness_weight
     relative_to = cfg.stage2_roughness_relative_to or cfg.roughness_relative_to
-    return replace(cfg, roughness_weight=weight, roughness_relative_to=relative_to)
+    overlap = cfg.overlap_weight if cfg.stage2_overlap_weight is None else cfg.stage2_overlap_weight
+    return replace(cfg, roughness_weight=weight, roughness_relative_to=relative_to, overlap_weight=overlap)
 
 
 def stage1_loss(model, x, y, u, cfg: TrainConfig, skip_neighbors: tuple[bool, bool] = (False, False)):
@@ -427,12 +429,12 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             x, y, u = x.to(device), y.to(device), u.to(device)
             layer_drop = {"skip_neighbors": neighbor_skips(cfg, step)} if stage == 1 else {}
             loss, parts = loss_fn(wrapped, x, y, u, stage_cfg, **layer_drop)
-            if cfg.overlap_weight > 0 and hasattr(model, "field"):
+            if stage_cfg.overlap_weight > 0 and hasattr(model, "field"):
                 overlap = model.field.read_write_overlap()
                 # ramped over stage 1's warm-up: the ratio's gradient grows as 1/|W|, large while
                 # the output layers are still at their near-zero init
                 ramp = min(1.0, (step + 1) / max(1, cfg.warmup)) if stage == 1 else 1.0
-                loss = loss + cfg.overlap_weight * ramp * overlap
+                loss = loss + stage_cfg.overlap_weight * ramp * overlap
                 parts["overlap"] = overlap.item()
             opt.zero_grad(set_to_none=True)
             loss.backward()

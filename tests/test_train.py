@@ -318,3 +318,13 @@ def test_overlap_penalty_turns_the_fields_writes_away_from_its_reads(tiny_run, t
         assert all(("overlap" in r) == (weight > 0) for r in log)
         assert config["meta"]["train"]["overlap_weight"] == weight
     assert overlaps[20.0] < 0.5 * overlaps[0.0], overlaps
+
+
+def test_stage2_overlap_weight_replaces_stage_ones_in_stage_two_only(tiny_run, tmp_path):
+    out = tmp_path / "overlap_stage1_only"
+    train(make_config("tiny", out=str(out), steps=6, stage2_steps=3, warmup=2, max_reviews=400, eval_every=3,
+                      eval_reviews=16, overlap_weight=20.0, stage2_overlap_weight=0.0,
+                      tokenizer=str(tiny_run / "tokenizer.json")), progress=False)
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert [("overlap" in r) for r in log] == [True] * 6 + [False] * 3
+    assert [r["stage"] for r in log] == [1] * 6 + [2] * 3
