@@ -84,3 +84,17 @@ def test_solver_choice_is_a_plain_argument(small_hybrid):
         a, _ = small_hybrid(idx, None, SolverConfig("euler", steps=64))
         b, _ = small_hybrid(idx, None, SolverConfig("dopri5", rtol=1e-7, atol=1e-7))
     assert torch.allclose(a.softmax(-1), b.softmax(-1), atol=1e-3)
+
+
+def test_cached_attention_matches_full_attention_as_its_buffers_grow():
+    from steering.attention import CausalSelfAttention
+    torch.manual_seed(0)
+    attn = CausalSelfAttention(32, 4).eval()
+    x = torch.randn(2, 150, 32)
+    with torch.no_grad():
+        full = attn(x)
+        cache: dict = {}
+        # a 5-token prefix, then one token at a time past the first buffer size (64) and its doubling
+        pieces = [attn(x[:, :5], cache)] + [attn(x[:, t:t + 1], cache) for t in range(5, 150)]
+    assert cache["length"] == 150
+    assert torch.allclose(torch.cat(pieces, dim=1), full, atol=1e-5)
