@@ -157,6 +157,27 @@ def _evaluate_args(p):
 ARGUMENTS = {"train": _train_args, "generate": _generate_args, "bench": _bench_args, "evaluate": _evaluate_args}
 
 
+@command("tokenizer", "train the byte-level BPE tokenizer on the training split (both models then share it)")
+def _tokenizer(args):
+    from . import data
+    from .tokenizer import train_tokenizer
+    from pathlib import Path
+    if args.vocab_size < 257:
+        raise ValueError(f"--vocab-size must be at least 257 (256 bytes and the start token), got {args.vocab_size}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    train_tokenizer((r.text for r in data.train_reviews()), args.vocab_size).save(str(out))
+    print(f"wrote {out}")
+
+
+def _tokenizer_args(p):
+    p.add_argument("--vocab-size", type=int, default=4096)
+    p.add_argument("--out", default="runs/tokenizer.json", help="where to write tokenizer.json")
+
+
+ARGUMENTS["tokenizer"] = _tokenizer_args
+
+
 @command("analyze", "trajectories, PCA map, solver divergence, NFE regimes, lens, contraction, convergence, probes")
 def _analyze(args):
     from .analysis.cli import run_analyze

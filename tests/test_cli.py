@@ -49,3 +49,10 @@ def test_missing_checkpoint_says_how_to_train(tmp_path):
     proc = run_cli("generate", "--checkpoint", str(tmp_path / "none"), "--prompt", "hi")
     assert proc.returncode == 2
     assert "python -m steering train" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_tokenizer_command_refuses_a_vocabulary_smaller_than_the_bytes(tmp_path):
+    proc = run_cli("tokenizer", "--vocab-size", "100", "--out", str(tmp_path / "tok.json"))
+    assert proc.returncode == 2
+    assert "at least 257" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "tok.json").exists()
