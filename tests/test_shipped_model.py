@@ -1,11 +1,17 @@
 """The checkpoints in assets/: they load with no download, and the quick evaluation is in range."""
 import json
 import math
+import shlex
+from dataclasses import asdict
 
 import pytest
 
 from steering import evaluate
+from steering.__main__ import build_parser
 from steering.checkpoint import ASSETS, load_checkpoint
+from steering.train import make_config, train_config_fields
+
+ROOT = ASSETS.parent
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +41,9 @@ def test_quick_evaluation_of_the_shipped_model_has_every_key_in_range(quick_repo
                 "probe_good_pos", "probe_bad_neg", "style_rt_acc", "style_imdb_acc", "valid_word_rate",
                 "judge_heldout_acc"):
         assert 0 <= quick_report[key] <= 1, key
-    assert 0 < quick_report["val_loss_hybrid"] < math.log(4096)
-    assert quick_report["alpha_initial"] == pytest.approx(0.1)
+    config = json.loads((ASSETS / "hybrid" / "config.json").read_text())["model"]
+    assert 0 < quick_report["val_loss_hybrid"] < math.log(config["vocab_size"])
+    assert quick_report["alpha_initial"] == pytest.approx(config["alpha_init"])
 
 
 def test_the_shipped_control_steers(quick_report):
@@ -46,8 +53,34 @@ def test_the_shipped_control_steers(quick_report):
     assert quick_report["style_rt_acc"] > 0.75 and quick_report["style_imdb_acc"] > 0.75
 
 
-def test_shipped_config_documents_its_recipe():
-    config = json.loads((ASSETS / "hybrid" / "config.json").read_text())
-    train = config["meta"]["train"]
-    assert train["steps"] == 1200 and train["stage2_steps"] == 250 and train["stage2_neutral_lm"]
-    assert "two invocations" in config["meta"]["note"]
+def _recipe_lines() -> list[list[str]]:
+    """The arguments of each `steering ...` command in scripts/train_shipped.sh."""
+    script = (ROOT / "scripts" / "train_shipped.sh").read_text().replace("\\\n", " ")
+    lines = [line.strip() for line in script.splitlines() if line.strip().startswith("steering ")]
+    return [shlex.split(line.split(">")[0])[1:] for line in lines]
+
+
+def test_the_recipe_script_trains_exactly_the_shipped_configs():
+    parser = build_parser()
+    parsed = [parser.parse_args(words) for words in _recipe_lines()]
+    (tokenizer,) = [a for a in parsed if a.command == "tokenizer"]
+    trained = {a.arch: a for a in parsed if a.command == "train"}
+    assert set(trained) == {"hybrid", "discrete"}
+    where_it_ran = {"out", "tokenizer", "resume", "device"}
+    for arch, args in trained.items():
+        overrides = {k: getattr(args, k) for k in train_config_fields() if hasattr(args, k)}
+        recipe = asdict(make_config(args.preset, **overrides))
+        recipe["vocab_size"] = tokenizer.vocab_size  # train takes the size from the tokenizer it is given
+        shipped = json.loads((ASSETS / arch / "config.json").read_text())["meta"]["train"]
+        assert {k: v for k, v in shipped.items() if k not in where_it_ran} == \
+               {k: v for k, v in recipe.items() if k not in where_it_ran}, arch
+
+
+def test_the_recipe_reproduces_the_shipped_tokenizer(tmp_path):
+    (words,) = [w for w in _recipe_lines() if w[0] == "tokenizer"]
+    out = tmp_path / "tokenizer.json"
+    args = build_parser().parse_args(words)
+    args.out = str(out)
+    args.func(args)
+    shipped = (ASSETS / "hybrid" / "tokenizer.json").read_bytes()
+    assert out.read_bytes() == shipped == (ASSETS / "discrete" / "tokenizer.json").read_bytes()

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The shipped pair's CPU recipe (README, model card): bash scripts/train_shipped.sh [OUT]
+# Trains the tokenizer, then the hybrid and the discrete baseline side by side, one thread each,
+# on the same batches and seed. About 75 minutes on 2 cores; copy OUT/hybrid and OUT/discrete
+# to assets/ to ship them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh requirements.txt
+OUT=${1:-runs/shipped}
+mkdir -p "$OUT"
+export OMP_NUM_THREADS=1
+steering() { .venv/bin/python -m steering "$@"; }
+
+steering tokenizer --vocab-size 7168 --out "$OUT/tokenizer.json"
+# recipe: the hybrid (README "The shipped models")
+steering train --arch hybrid --preset demo --tokenizer "$OUT/tokenizer.json" --out "$OUT/hybrid" --no-progress \
+    --n-pre 1 --n-mid 4 --n-post 1 --field-heads 4 --field-norm entry --alpha-init 1.0 --freeze-alpha \
+    --overlap-weight 10 --roughness-relative-to field --roughness-weight 2 \
+    --stage2-overlap-weight 0 --stage2-roughness-relative-to state --stage2-roughness-weight 1200 --stage2-steps 500 \
+    > "$OUT/hybrid.log" 2>&1 &
+hybrid=$!
+# recipe: the discrete baseline
+steering train --arch discrete --preset demo --tokenizer "$OUT/tokenizer.json" --out "$OUT/discrete" --no-progress \
+    > "$OUT/discrete.log" 2>&1
+wait "$hybrid"
+echo "wrote $OUT/hybrid and $OUT/discrete"
