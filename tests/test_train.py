@@ -175,6 +175,23 @@ def test_stage2_loss_contrasts_each_axis_and_can_also_fit_u_zero(small_hybrid):
     assert blind["contrast_loss"] == pytest.approx(math.log(2), rel=1e-6)
 
 
+def test_stage2_style_axis_can_have_its_own_contrast_weight(small_hybrid):
+    from steering.train import stage2_loss
+    small_hybrid.eval()
+    torch.manual_seed(1)
+    x = torch.randint(1, small_hybrid.config.vocab_size, (4, 12))
+    u = torch.tensor([[1.0, -1.0], [-1.0, 1.0], [1.0, 1.0], [-1.0, -1.0]])
+    with torch.no_grad():
+        _, sentiment_only = stage2_loss(small_hybrid, x, x, u, make_config("tiny", contrast_axes="sentiment"))
+        shared, parts = stage2_loss(small_hybrid, x, x, u, make_config("tiny", contrast_weight=2.0))
+        own, _ = stage2_loss(small_hybrid, x, x, u, make_config("tiny", contrast_weight=2.0, style_contrast_weight=5.0))
+    sentiment = sentiment_only["contrast_loss"]
+    style = 2 * parts["contrast_loss"] - sentiment       # the logged contrast is the mean of the two axes
+    assert float(shared) == pytest.approx(parts["lm_loss"] + (2.0 * sentiment + 2.0 * style) / 2, rel=1e-5)
+    assert float(own) == pytest.approx(parts["lm_loss"] + (2.0 * sentiment + 5.0 * style) / 2, rel=1e-5)
+    assert float(own) != pytest.approx(float(shared), rel=1e-4)
+
+
 def test_stage2_contrast_can_judge_word_starts_only(small_hybrid, small_tokenizer):
     from steering.train import stage2_loss, word_start_tokens
     starts = word_start_tokens(small_tokenizer)
