@@ -56,7 +56,8 @@ class TrainConfig:
     grad_clip: float = 1.0
     control_dropout: float = 0.15
     rt_fraction: float = 0.4
-    start_prob: float = 0.5
+    start_prob: float = 0.5           # chance a window starts at its review's beginning
+    stage2_start_prob: float | None = None  # stage 2's, when it differs (where a prompt's opening steers most)
     roughness_weight: float = 2000.0    # penalty on α·F changing along the Euler path
     roughness_relative_to: str = "state"  # "state": |ΔF|²/|H(0)|²; "field": |ΔF|²/|F|² (blind to the field's size)
     stage2_roughness_weight: float | None = None       # stage 2's penalty, when it differs from stage 1's
@@ -223,6 +224,13 @@ def stage2_view(cfg: TrainConfig) -> TrainConfig:
     relative_to = cfg.stage2_roughness_relative_to or cfg.roughness_relative_to
     overlap = cfg.overlap_weight if cfg.stage2_overlap_weight is None else cfg.stage2_overlap_weight
     return replace(cfg, roughness_weight=weight, roughness_relative_to=relative_to, overlap_weight=overlap)
+
+
+def enter_stage2(sampler: data.BatchSampler, cfg: TrainConfig) -> None:
+    """Stage 2's batches: its own size, and (where set) its own share of windows that open a review."""
+    sampler.tokens_per_batch = cfg.stage2_tokens_per_batch
+    if cfg.stage2_start_prob is not None:
+        sampler.start_prob = cfg.stage2_start_prob
 
 
 def stage1_loss(model, x, y, u, cfg: TrainConfig, skip_neighbors: tuple[bool, bool] = (False, False)):
@@ -399,7 +407,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             continue
         if stage == 2:
             _freeze_for_stage2(model, cfg.stage2_trains)
-            sampler.tokens_per_batch = cfg.stage2_tokens_per_batch
+            enter_stage2(sampler, cfg)
         if not cfg.train_alpha and hasattr(model, "field"):
             model.field.alpha.requires_grad_(False)
         opt = _make_optimizer(model, lr, cfg.weight_decay if stage == 1 else 0.0, cfg.field_out_lr_scale)

@@ -345,3 +345,21 @@ def test_stage2_overlap_weight_replaces_stage_ones_in_stage_two_only(tiny_run, t
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert [("overlap" in r) for r in log] == [True] * 6 + [False] * 3
     assert [r["stage"] for r in log] == [1] * 6 + [2] * 3
+
+
+def test_stage2_can_open_every_window_at_a_review_start(small_tokenizer):
+    from steering import data
+    from steering.tokenizer import bos_id
+    from steering.train import enter_stage2
+    split = data.encode_reviews(small_tokenizer, data.train_reviews()[::50], bos_id(small_tokenizer))
+
+    def opening_rows(cfg):
+        sampler = data.BatchSampler(split, block_size=32, tokens_per_batch=512, generator=torch.Generator().manual_seed(0))
+        enter_stage2(sampler, cfg)
+        batches = [sampler.sample()[0] for _ in range(20)]
+        assert all(x.numel() <= cfg.stage2_tokens_per_batch for x in batches)
+        rows = torch.cat([x[:, 0] for x in batches])
+        return float((rows == bos_id(small_tokenizer)).float().mean())
+
+    assert opening_rows(make_config("tiny", stage2_tokens_per_batch=256, stage2_start_prob=1.0)) == 1.0
+    assert opening_rows(make_config("tiny", stage2_tokens_per_batch=256)) < 0.9   # unset: stage 1's 0.5
