@@ -66,6 +66,7 @@ class TrainConfig:
     stage2_overlap_weight: float | None = None         # stage 2's, when it differs from stage 1's
     contrast_weight: float = 3.0      # stage 2 contrastive weight (the sentiment axis; style's too unless set below)
     style_contrast_weight: float | None = None  # the style axis's own weight (the axes share the field)
+    negative_contrast_weight: float | None = None  # the sentiment weight of negative rows, when it differs
     contrast_scale: float = 3.0       # 0: Bayes rule on summed log-likelihoods; >0: scale x per-token mean
     contrast_axes: str = "sentiment+style"  # which control axes get a flipped copy in stage 2
     contrast_tokens: str = "all"      # "all"; "word_start": u judged on word-initial tokens only;
@@ -281,17 +282,22 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
 
     nll_own = token_nll(chunks[0])
     style_weight = cfg.contrast_weight if cfg.style_contrast_weight is None else cfg.style_contrast_weight
-    contrasts, weights = [], []
+    negative_weight = cfg.contrast_weight if cfg.negative_contrast_weight is None else cfg.negative_contrast_weight
+    contrasts, weighted = [], []
     for axis, chunk in zip(axes, chunks[1:]):
         has_value = u[:, axis] != 0
         if has_value.any():
             mask = chosen if axis in masked_axes else real
             margin = log_likelihood(nll_own, mask) - log_likelihood(token_nll(chunk), mask)
-            contrasts.append(F.softplus(-margin[has_value]).mean())
-            weights.append(cfg.contrast_weight if axis == 0 else style_weight)
+            per_row = F.softplus(-margin[has_value])
+            if axis == 0:   # sentiment: each class may have its own weight
+                row_weight = torch.where(u[has_value, 0] < 0, negative_weight, cfg.contrast_weight)
+            else:
+                row_weight = torch.full_like(per_row, style_weight)
+            contrasts.append(per_row.mean())
+            weighted.append((row_weight * per_row).mean())
     contrast = torch.stack(contrasts).mean() if contrasts else lm.new_zeros(())
-    weighted_contrast = (torch.stack([w * c for w, c in zip(weights, contrasts)]).mean()
-                         if contrasts else lm.new_zeros(()))
+    weighted_contrast = torch.stack(weighted).mean() if weighted else lm.new_zeros(())
     loss = lm + weighted_contrast + cfg.roughness_weight * roughness
     return loss, {"lm_loss": lm.item(), "contrast_loss": contrast.item(), "roughness": roughness.item()}
 

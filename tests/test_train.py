@@ -363,3 +363,20 @@ def test_stage2_can_open_every_window_at_a_review_start(small_tokenizer):
 
     assert opening_rows(make_config("tiny", stage2_tokens_per_batch=256, stage2_start_prob=1.0)) == 1.0
     assert opening_rows(make_config("tiny", stage2_tokens_per_batch=256)) < 0.9   # unset: stage 1's 0.5
+
+
+def test_stage2_negative_rows_can_weigh_more_in_the_sentiment_contrast(small_hybrid):
+    from steering.train import stage2_loss
+    small_hybrid.eval()
+    torch.manual_seed(2)
+    x = torch.randint(1, small_hybrid.config.vocab_size, (4, 12))
+    u = torch.tensor([[1.0, -1.0], [-1.0, 1.0], [1.0, 1.0], [-1.0, -1.0]])
+    sentiment_only = dict(contrast_axes="sentiment", contrast_weight=2.0)
+    with torch.no_grad():   # rows are independent, so each class's mean contrast comes from its own rows
+        _, positive = stage2_loss(small_hybrid, x[[0, 2]], x[[0, 2]], u[[0, 2]], make_config("tiny", **sentiment_only))
+        _, negative = stage2_loss(small_hybrid, x[[1, 3]], x[[1, 3]], u[[1, 3]], make_config("tiny", **sentiment_only))
+        loss, parts = stage2_loss(small_hybrid, x, x, u,
+                                  make_config("tiny", negative_contrast_weight=5.0, **sentiment_only))
+    assert parts["contrast_loss"] == pytest.approx((positive["contrast_loss"] + negative["contrast_loss"]) / 2, rel=1e-5)
+    weighted = (2.0 * positive["contrast_loss"] + 5.0 * negative["contrast_loss"]) / 2
+    assert float(loss) == pytest.approx(parts["lm_loss"] + weighted, rel=1e-5)
