@@ -67,6 +67,7 @@ class TrainConfig:
     contrast_weight: float = 3.0      # stage 2 contrastive weight (the sentiment axis; style's too unless set below)
     style_contrast_weight: float | None = None  # the style axis's own weight (the axes share the field)
     negative_contrast_weight: float | None = None  # the sentiment weight of negative rows, when it differs
+    contrast_positive_side: float = 1.0  # scales the sentiment contrast's gradient through the model at u = +1
     contrast_scale: float = 3.0       # 0: Bayes rule on summed log-likelihoods; >0: scale x per-token mean
     contrast_axes: str = "sentiment+style"  # which control axes get a flipped copy in stage 2
     contrast_tokens: str = "all"      # "all"; "word_start": u judged on word-initial tokens only;
@@ -245,6 +246,11 @@ def word_start_tokens(tok) -> torch.Tensor:
     return torch.tensor([decode(tok, [i]).startswith(" ") for i in range(tok.get_vocab_size())])
 
 
+def _scale_grad(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """x in the forward pass; its gradient multiplied by scale in the backward pass."""
+    return x.detach() + scale * (x - x.detach())
+
+
 def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Tensor | None = None,
                 masked_axes: tuple[int, ...] = (0, 1)):
     """LM at the true u, plus, per control axis: each row likelier under its own value than the flipped one.
@@ -288,7 +294,13 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
         has_value = u[:, axis] != 0
         if has_value.any():
             mask = chosen if axis in masked_axes else real
-            margin = log_likelihood(nll_own, mask) - log_likelihood(token_nll(chunk), mask)
+            own_ll, flipped_ll = log_likelihood(nll_own, mask), log_likelihood(token_nll(chunk), mask)
+            if axis == 0 and cfg.contrast_positive_side != 1.0:
+                # each window's likelihood at +1 trains the positive control, at -1 the negative one
+                at_positive = u[:, 0] > 0
+                own_ll = _scale_grad(own_ll, torch.where(at_positive, cfg.contrast_positive_side, 1.0))
+                flipped_ll = _scale_grad(flipped_ll, torch.where(at_positive, 1.0, cfg.contrast_positive_side))
+            margin = own_ll - flipped_ll
             per_row = F.softplus(-margin[has_value])
             if axis == 0:   # sentiment: each class may have its own weight
                 row_weight = torch.where(u[has_value, 0] < 0, negative_weight, cfg.contrast_weight)

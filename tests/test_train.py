@@ -380,3 +380,34 @@ def test_stage2_negative_rows_can_weigh_more_in_the_sentiment_contrast(small_hyb
     assert parts["contrast_loss"] == pytest.approx((positive["contrast_loss"] + negative["contrast_loss"]) / 2, rel=1e-5)
     weighted = (2.0 * positive["contrast_loss"] + 5.0 * negative["contrast_loss"]) / 2
     assert float(loss) == pytest.approx(parts["lm_loss"] + weighted, rel=1e-5)
+
+
+def test_stage2_positive_side_scale_trains_the_controls_unequally(small_hybrid):
+    """Side 0: the sentiment contrast of positive windows trains the model at -1 only (value unchanged)."""
+    import torch.nn.functional as F
+    from steering.model import language_model_loss
+    from steering.train import stage2_loss
+    small_hybrid.eval()
+    torch.manual_seed(3)
+    x = torch.randint(1, small_hybrid.config.vocab_size, (3, 10))
+    u = torch.tensor([[1.0, 0.0]] * 3)
+    common = dict(contrast_axes="sentiment", contrast_weight=2.0, contrast_scale=3.0, stage2_neutral_lm=False)
+
+    def grads(loss):
+        small_hybrid.zero_grad()
+        loss.backward()
+        return [p.grad.clone() for p in small_hybrid.parameters() if p.grad is not None]
+
+    full, _ = stage2_loss(small_hybrid, x, x, u, make_config("tiny", **common))
+    one_sided, _ = stage2_loss(small_hybrid, x, x, u, make_config("tiny", contrast_positive_side=0.0, **common))
+    assert one_sided.item() == pytest.approx(full.item(), rel=1e-6)
+
+    def mean_ll(control):
+        logits, _ = small_hybrid(x, control)
+        return -F.cross_entropy(logits.transpose(1, 2), x, reduction="none").mean(1) * 3.0
+
+    reference = language_model_loss(small_hybrid(x, u)[0], x) + \
+        2.0 * F.softplus(-(mean_ll(u).detach() - mean_ll(-u))).mean()
+    expected, got, both = grads(reference), grads(one_sided), grads(full)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, expected))
+    assert not all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, both))
