@@ -158,6 +158,21 @@ def continuation_perplexity(model, prompts: list[list[int]], new_tokens: torch.T
     return math.exp(total / count)
 
 
+def perplexity_by_side(model, prompts: list[list[int]], gens: PromptGenerations) -> dict[str, dict[str, float]]:
+    """The fluency cost of each steered side: its generations' perplexity under the model at u = 0
+    and under their own control, each over the u = 0 generations' perplexity under u = 0.
+
+    The evaluation's ppl_ratio_steered pools both sides (the geometric mean of the two "at_zero"
+    ratios, as every generation has the same length); the "own_control" ratio says how much of a
+    side's cost is its text being unusual even to the control that wrote it.
+    """
+    neutral = continuation_perplexity(model, prompts, gens.tokens["neutral"])
+    return {side: {"at_zero": continuation_perplexity(model, prompts, gens.tokens[side]) / neutral,
+                   "own_control": continuation_perplexity(model, prompts, gens.tokens[side],
+                                                          torch.tensor([SETTINGS[side]])) / neutral}
+            for side in ("positive", "negative")}
+
+
 # ---------------------------------------------------------------- probes and solver checks
 
 @torch.no_grad()

@@ -71,3 +71,20 @@ def test_middle_json_weighs_the_block_against_its_solver_cost(small_checkpoint, 
     assert out["loss_cost_of_removal"] == pytest.approx(out["loss_without_middle"] - out["loss"])
     model, tok, _ = load_checkpoint(small_checkpoint)
     assert out["solver_divergence"] == pytest.approx(solver_divergence(model, heldout_prompts(tok, FULL.prompts)), rel=1e-4)
+
+
+def test_fluency_splits_the_evaluations_perplexity_ratio_by_side(small_checkpoint, capsys):
+    import torch
+    from steering.checkpoint import load_checkpoint
+    from steering.evaluate import continuation_perplexity, generate_for_prompts, heldout_prompts
+    out = run_json(capsys, "analyze", "fluency", "--json", "--checkpoint", str(small_checkpoint), "--n-reviews", "3")
+    model, tok, _ = load_checkpoint(small_checkpoint)
+    prompts = heldout_prompts(tok, 3)
+    gens = generate_for_prompts(model, tok, prompts)
+    # pooled exactly as evaluate pools it
+    steered = continuation_perplexity(model, prompts + prompts, torch.cat([gens.tokens["positive"], gens.tokens["negative"]]))
+    neutral = continuation_perplexity(model, prompts, gens.tokens["neutral"])
+    assert out["ppl_ratio_steered"] == pytest.approx(steered / neutral, rel=1e-5)
+    positive_own = continuation_perplexity(model, prompts, gens.tokens["positive"], torch.tensor([[1.0, 0.0]]))
+    assert out["positive"]["own_control"] == pytest.approx(positive_own / neutral, rel=1e-5)
+    assert out["negative"]["at_zero"] != pytest.approx(out["positive"]["at_zero"], rel=1e-6)

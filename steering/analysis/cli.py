@@ -11,7 +11,7 @@ import numpy as np
 from ..ode import ADAPTIVE_SOLVERS, CONTROL_AXES, SolverConfig
 
 KINDS = ("trajectory", "pca", "divergence", "regimes", "tolerance", "sweep", "lens", "contraction", "convergence",
-         "probes", "middle")
+         "probes", "middle", "fluency")
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "steering-analysis-cache"
 
 
@@ -58,7 +58,8 @@ def add_analyze_args(p):
     p.add_argument("--top-k", type=int, default=5, help="tokens per τ (lens)")
     p.add_argument("--convergence-steps", type=int, default=64, help="largest N (convergence)")
     p.add_argument("--n-reviews", type=int, default=None,
-                   help="held-out reviews used (probes: 400; middle: 200 per label and source, as evaluate)")
+                   help="held-out reviews used (probes: 400; middle: 200 per label and source, as evaluate; "
+                        "fluency: 50 prompts, as evaluate)")
     p.add_argument("--cache", default=str(DEFAULT_CACHE), help="where the PCA map is stored (pca)")
 
 
@@ -201,6 +202,18 @@ def _middle(args, model, tok, u, solver, n_tau):
     return report, text
 
 
+def _fluency(args, model, tok, u, solver, n_tau):
+    from ..evaluate import FULL, generate_for_prompts, heldout_prompts, perplexity_by_side
+    prompts = heldout_prompts(tok, args.n_reviews or FULL.prompts)
+    sides = perplexity_by_side(model, prompts, generate_for_prompts(model, tok, prompts))
+    pooled = math.sqrt(sides["positive"]["at_zero"] * sides["negative"]["at_zero"])
+    text = "\n".join([f"perplexity of the evaluation's steered generations / its u = 0 generations, {len(prompts)} prompts:"] +
+                      [f"  {side}: {r['at_zero']:.3f} under u = 0, {r['own_control']:.3f} under its own control"
+                       for side, r in sides.items()] + [f"  both sides (evaluate's ppl_ratio_steered): {pooled:.3f}"])
+    return {**sides, "ppl_ratio_steered": pooled}, text
+
+
 ANALYSES = {"trajectory": _trajectory, "pca": _pca, "divergence": _divergence, "regimes": _regimes,
             "tolerance": _tolerance, "sweep": _sweep, "lens": _lens, "contraction": _contraction,
-            "convergence": _convergence, "probes": _probes, "middle": _middle}
+            "convergence": _convergence, "probes": _probes, "middle": _middle,
+            "fluency": _fluency}
