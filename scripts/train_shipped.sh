@@ -17,6 +17,7 @@ steering train --arch hybrid --preset demo --tokenizer "$OUT/tokenizer.json" --o
     --n-pre 1 --n-mid 4 --n-post 1 --field-heads 4 --field-norm entry --alpha-init 1.0 --freeze-alpha \
     --overlap-weight 10 --roughness-relative-to field --roughness-weight 2 \
     --stage2-roughness-relative-to state --stage2-roughness-weight 1200 --stage2-steps 500 \
+    --contrast-weight 4 --style-contrast-weight 2 --contrast-positive-side 0.5 \
     > "$OUT/hybrid.log" 2>&1 &
 hybrid=$!
 # recipe: the discrete baseline
