@@ -259,6 +259,10 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
     rule); a long window then wins its case with tiny per-token shifts. contrast_scale > 0 uses
     scale x the per-token mean difference instead, which asks u to move every token's odds.
     contrast_vocab_mask [vocab] restricts the contrast of the masked_axes to those target tokens.
+    Weights: cfg.contrast_weight for sentiment (negative rows: negative_contrast_weight, where set),
+    style_contrast_weight for style; contrast_positive_side scales the gradient of every sentiment
+    likelihood taken at u = +1 (the margin's value is unchanged), so the two controls can be
+    trained with unequal pressure.
     """
     axes = [0] if cfg.contrast_axes == "sentiment" else [0, 1]
     copies = [u]
