@@ -68,6 +68,8 @@ class TrainConfig:
     style_contrast_weight: float | None = None  # the style axis's own weight (the axes share the field)
     negative_contrast_weight: float | None = None  # the sentiment weight of negative rows, when it differs
     contrast_positive_side: float = 1.0  # scales the sentiment contrast's gradient through the model at u = +1
+    contrast_early_weight: float = 0.0   # extra contrast weight on a window's first tokens: 1 + this x exp(-t / span)
+    contrast_early_span: float = 8.0     # (where u has no context to lean on: prompts, a review's opening)
     contrast_scale: float = 3.0       # 0: Bayes rule on summed log-likelihoods; >0: scale x per-token mean
     contrast_axes: str = "sentiment+style"  # which control axes get a flipped copy in stage 2
     contrast_tokens: str = "all"      # "all"; "word_start": u judged on word-initial tokens only;
@@ -262,7 +264,9 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
     Weights: cfg.contrast_weight for sentiment (negative rows: negative_contrast_weight, where set),
     style_contrast_weight for style; contrast_positive_side scales the gradient of every sentiment
     likelihood taken at u = +1 (the margin's value is unchanged), so the two controls can be
-    trained with unequal pressure.
+    trained with unequal pressure. contrast_early_weight E weighs token t of a window by
+    1 + E·exp(-t / contrast_early_span) in every axis's contrast: early tokens have little context,
+    so there u alone must carry the sentiment.
     """
     axes = [0] if cfg.contrast_axes == "sentiment" else [0, 1]
     copies = [u]
@@ -282,6 +286,10 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
     real = (y >= 0).float()
     # the contrast may judge u on chosen tokens only (e.g. word starts: word choice, not spelling)
     chosen = real if contrast_vocab_mask is None else real * contrast_vocab_mask.to(y.device)[safe_y].float()
+    if cfg.contrast_early_weight:
+        t = torch.arange(y.shape[1], device=y.device, dtype=torch.float32)
+        position_weight = 1.0 + cfg.contrast_early_weight * torch.exp(-t / cfg.contrast_early_span)
+        real, chosen = real * position_weight, chosen * position_weight
 
     def log_likelihood(nll, mask):
         ll = -(nll * mask).sum(1)

@@ -411,3 +411,31 @@ def test_stage2_positive_side_scale_trains_the_controls_unequally(small_hybrid):
     expected, got, both = grads(reference), grads(one_sided), grads(full)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, expected))
     assert not all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, both))
+
+
+def test_stage2_early_weight_weighs_a_windows_first_tokens(small_hybrid):
+    """Token t's share of the contrast's per-token mean is 1 + E·exp(-t / span), normalised."""
+    import torch.nn.functional as F
+    from steering.model import language_model_loss
+    from steering.train import stage2_loss
+    small_hybrid.eval()
+    torch.manual_seed(4)
+    x = torch.randint(1, small_hybrid.config.vocab_size, (3, 10))
+    u = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [1.0, 0.0]])
+    common = dict(contrast_axes="sentiment", contrast_weight=2.0, contrast_scale=3.0, stage2_neutral_lm=False)
+    weight = 1.0 + 6.0 * torch.exp(-torch.arange(10.0) / 2.0)
+
+    def weighted_ll(control):
+        logits, _ = small_hybrid(x, control)
+        nll = F.cross_entropy(logits.transpose(1, 2), x, reduction="none")
+        return -(nll * weight).sum(1) / weight.sum() * 3.0
+
+    with torch.no_grad():
+        early, parts = stage2_loss(small_hybrid, x, x, u, make_config(
+            "tiny", contrast_early_weight=6.0, contrast_early_span=2.0, **common))
+        plain, plain_parts = stage2_loss(small_hybrid, x, x, u, make_config("tiny", **common))
+        expected = F.softplus(-(weighted_ll(u) - weighted_ll(-u))).mean()
+        lm = language_model_loss(small_hybrid(x, u)[0], x)
+    assert parts["contrast_loss"] == pytest.approx(float(expected), rel=1e-5)
+    assert float(early) == pytest.approx(float(lm + 2.0 * expected), rel=1e-5)
+    assert parts["contrast_loss"] != pytest.approx(plain_parts["contrast_loss"], rel=1e-3)
