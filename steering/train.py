@@ -75,6 +75,7 @@ class TrainConfig:
     contrast_tokens: str = "all"      # "all"; "word_start": u judged on word-initial tokens only;
                                       # "word_start_sentiment": that for the sentiment axis, all tokens for style
     stage2_neutral_lm: bool = True    # stage 2 also fits every window at u = 0 (keeps "no preference" unbiased)
+    stage2_neutral_share: float = 0.5  # that u = 0 fit's share of stage 2's LM loss (the rest: at the true u)
     field_out_lr_scale: float = 1.0   # lr multiplier of the field's output layer (see _make_optimizer)
     neighbor_drop: float = 0.0        # stage 1: chance of leaving out each block next to the middle (layer drop)
     train_alpha: bool = True          # False: α stays at alpha_init in both stages (the field's weights still train)
@@ -280,7 +281,8 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
     chunks = logits.chunk(len(copies))
     lm = language_model_loss(chunks[0], y)
     if cfg.stage2_neutral_lm:
-        lm = 0.5 * (lm + language_model_loss(chunks[-1], y))
+        share = cfg.stage2_neutral_share
+        lm = (1.0 - share) * lm + share * language_model_loss(chunks[-1], y)
         chunks = chunks[:-1]
     safe_y = y.clamp_min(0)
     real = (y >= 0).float()

@@ -167,6 +167,10 @@ def test_stage2_loss_contrasts_each_axis_and_can_also_fit_u_zero(small_hybrid):
     assert parts["lm_loss"] == pytest.approx(lm_own, rel=1e-5)
     assert parts_n["lm_loss"] == pytest.approx((lm_own + lm_zero) / 2, rel=1e-5)
     assert parts_n["contrast_loss"] == pytest.approx(parts["contrast_loss"], rel=1e-5)
+    with torch.no_grad():
+        _, parts_q = stage2_loss(small_hybrid, x, y, u, make_config("tiny", contrast_scale=3.0, contrast_weight=2.0,
+                                                                    stage2_neutral_lm=True, stage2_neutral_share=0.75))
+    assert parts_q["lm_loss"] == pytest.approx(0.25 * lm_own + 0.75 * lm_zero, rel=1e-5)
     assert float(loss) == pytest.approx(parts["lm_loss"] + 2.0 * parts["contrast_loss"], rel=1e-5)
     assert float(loss_n) == pytest.approx(parts_n["lm_loss"] + 2.0 * parts_n["contrast_loss"], rel=1e-5)
     with torch.no_grad():   # a block that ignores u cannot tell a window's own control from the flipped one
