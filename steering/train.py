@@ -267,7 +267,8 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
     likelihood taken at u = +1 (the margin's value is unchanged), so the two controls can be
     trained with unequal pressure. contrast_early_weight E weighs token t of a window by
     1 + E·exp(-t / contrast_early_span) in every axis's contrast: early tokens have little context,
-    so there u alone must carry the sentiment.
+    so there u alone must carry the sentiment. With stage2_neutral_lm the LM term also fits every
+    window at u = 0, that fit taking stage2_neutral_share of it.
     """
     axes = [0] if cfg.contrast_axes == "sentiment" else [0, 1]
     copies = [u]
