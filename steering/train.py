@@ -286,13 +286,13 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
         lm = (1.0 - share) * lm + share * language_model_loss(chunks[-1], y)
         chunks = chunks[:-1]
     safe_y = y.clamp_min(0)
-    real = (y >= 0).float()
-    # the contrast may judge u on chosen tokens only (e.g. word starts: word choice, not spelling)
-    chosen = real if contrast_vocab_mask is None else real * contrast_vocab_mask.to(y.device)[safe_y].float()
+    token_weight = (y >= 0).float()   # padding counts for nothing
     if cfg.contrast_early_weight:
         t = torch.arange(y.shape[1], device=y.device, dtype=torch.float32)
-        position_weight = 1.0 + cfg.contrast_early_weight * torch.exp(-t / cfg.contrast_early_span)
-        real, chosen = real * position_weight, chosen * position_weight
+        token_weight = token_weight * (1.0 + cfg.contrast_early_weight * torch.exp(-t / cfg.contrast_early_span))
+    # the contrast may judge u on chosen tokens only (e.g. word starts: word choice, not spelling)
+    chosen = token_weight if contrast_vocab_mask is None else \
+        token_weight * contrast_vocab_mask.to(y.device)[safe_y].float()
 
     def log_likelihood(nll, mask):
         ll = -(nll * mask).sum(1)
@@ -308,7 +308,7 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
     for axis, chunk in zip(axes, chunks[1:]):
         has_value = u[:, axis] != 0
         if has_value.any():
-            mask = chosen if axis in masked_axes else real
+            mask = chosen if axis in masked_axes else token_weight
             own_ll, flipped_ll = log_likelihood(nll_own, mask), log_likelihood(token_nll(chunk), mask)
             if axis == 0 and cfg.contrast_positive_side != 1.0:
                 # each window's likelihood at +1 trains the positive control, at -1 the negative one
