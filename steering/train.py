@@ -76,6 +76,8 @@ class TrainConfig:
                                       # "word_start_sentiment": that for the sentiment axis, all tokens for style
     stage2_neutral_lm: bool = True    # stage 2 also fits every window at u = 0 (keeps "no preference" unbiased)
     stage2_neutral_share: float = 0.5  # that u = 0 fit's share of stage 2's LM loss (the rest: at the true u)
+    positive_kl_weight: float = 0.0   # stage 2: weight of KL(next token at sentiment +1 || at u = 0), u = 0 held fixed
+    negative_kl_weight: float = 0.0   # the same at sentiment -1 (steered text's fluency cost, paid per side)
     field_out_lr_scale: float = 1.0   # lr multiplier of the field's output layer (see _make_optimizer)
     neighbor_drop: float = 0.0        # stage 1: chance of leaving out each block next to the middle (layer drop)
     train_alpha: bool = True          # False: α stays at alpha_init in both stages (the field's weights still train)
@@ -268,7 +270,10 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
     trained with unequal pressure. contrast_early_weight E weighs token t of a window by
     1 + E·exp(-t / contrast_early_span) in every axis's contrast: early tokens have little context,
     so there u alone must carry the sentiment. With stage2_neutral_lm the LM term also fits every
-    window at u = 0, that fit taking stage2_neutral_share of it.
+    window at u = 0, that fit taking stage2_neutral_share of it. positive_kl_weight and
+    negative_kl_weight hold the next-token distribution at sentiment +1 / -1 near u = 0's (KL per
+    token, u = 0's side detached): a steered sample's perplexity under u = 0 grows with that KL, so
+    it prices the fluency cost of each side on its own, where the contrast only asks for a margin.
     """
     axes = [0] if cfg.contrast_axes == "sentiment" else [0, 1]
     copies = [u]
@@ -281,12 +286,18 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
     logits, roughness = model(torch.cat([x] * len(copies)), torch.cat(copies), roughness_relative_to=cfg.roughness_relative_to)
     chunks = logits.chunk(len(copies))
     lm = language_model_loss(chunks[0], y)
+    safe_y = y.clamp_min(0)
+    token_weight = (y >= 0).float()   # padding counts for nothing
+    neutral_kl = lm.new_zeros(())
     if cfg.stage2_neutral_lm:
         share = cfg.stage2_neutral_share
         lm = (1.0 - share) * lm + share * language_model_loss(chunks[-1], y)
+        if cfg.positive_kl_weight or cfg.negative_kl_weight:
+            neutral_kl = _neutral_kl(chunks[0], chunks[1] if 0 in axes else None, chunks[-1], u[:, 0],
+                                     token_weight, cfg.positive_kl_weight, cfg.negative_kl_weight)
         chunks = chunks[:-1]
-    safe_y = y.clamp_min(0)
-    token_weight = (y >= 0).float()   # padding counts for nothing
+    elif cfg.positive_kl_weight or cfg.negative_kl_weight:
+        raise ValueError("positive_kl_weight / negative_kl_weight need stage2_neutral_lm (the u = 0 copy)")
     if cfg.contrast_early_weight:
         t = torch.arange(y.shape[1], device=y.device, dtype=torch.float32)
         token_weight = token_weight * (1.0 + cfg.contrast_early_weight * torch.exp(-t / cfg.contrast_early_span))
@@ -325,8 +336,35 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
             weighted.append((row_weight * per_row).mean())
     contrast = torch.stack(contrasts).mean() if contrasts else lm.new_zeros(())
     weighted_contrast = torch.stack(weighted).mean() if weighted else lm.new_zeros(())
-    loss = lm + weighted_contrast + cfg.roughness_weight * roughness
-    return loss, {"lm_loss": lm.item(), "contrast_loss": contrast.item(), "roughness": roughness.item()}
+    loss = lm + weighted_contrast + neutral_kl + cfg.roughness_weight * roughness
+    parts = {"lm_loss": lm.item(), "contrast_loss": contrast.item(), "roughness": roughness.item()}
+    if cfg.positive_kl_weight or cfg.negative_kl_weight:
+        parts["neutral_kl"] = neutral_kl.item()
+    return loss, parts
+
+
+def _neutral_kl(own_logits, flipped_logits, zero_logits, sentiment, token_weight, positive_weight, negative_weight):
+    """Weighted per-token KL(p at sentiment ±1 || p at u = 0), the u = 0 side a fixed target.
+
+    A row's own copy is at its own sentiment and the flipped copy at the other, so every row with
+    a sentiment gives one distribution for each side.
+    """
+    target = F.log_softmax(zero_logits.detach(), -1)
+
+    def kl(logits):   # [B, T]
+        log_p = F.log_softmax(logits, -1)
+        return (log_p.exp() * (log_p - target)).sum(-1)
+
+    kl_own = kl(own_logits)
+    kl_flipped = kl(flipped_logits) if flipped_logits is not None else torch.zeros_like(kl_own)
+    rows = (sentiment != 0) if flipped_logits is not None else torch.zeros_like(sentiment, dtype=torch.bool)
+    total = zero_logits.new_zeros(())
+    for weight, sign in ((positive_weight, 1.0), (negative_weight, -1.0)):
+        if weight:
+            side_kl = torch.where((sentiment == sign)[:, None], kl_own, kl_flipped)
+            w = token_weight * rows[:, None].float()
+            total = total + weight * (side_kl * w).sum() / w.sum().clamp_min(1)
+    return total
 
 
 # ---------------------------------------------------------------- resumable state (no pickle)

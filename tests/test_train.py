@@ -443,3 +443,38 @@ def test_stage2_early_weight_weighs_a_windows_first_tokens(small_hybrid):
     assert parts["contrast_loss"] == pytest.approx(float(expected), rel=1e-5)
     assert float(early) == pytest.approx(float(lm + 2.0 * expected), rel=1e-5)
     assert parts["contrast_loss"] != pytest.approx(plain_parts["contrast_loss"], rel=1e-3)
+
+
+def test_stage2_neutral_kl_prices_each_sides_distance_from_u_zero(small_hybrid):
+    """KL(p at sentiment ±1 || p at u = 0) per token over rows with a sentiment, added with its weight."""
+    import torch.nn.functional as F
+    from steering.train import stage2_loss
+    small_hybrid.eval()
+    torch.manual_seed(5)
+    x = torch.randint(1, small_hybrid.config.vocab_size, (4, 10))
+    u = torch.tensor([[1.0, -1.0], [-1.0, 1.0], [0.0, 1.0], [1.0, 0.0]])   # row 2 has no sentiment: left out
+    common = dict(contrast_scale=3.0, contrast_weight=2.0, stage2_neutral_lm=True)
+
+    def kl_from_zero(sentiment):
+        at_side = u.clone()
+        at_side[:, 0] = sentiment   # every row's own style, its sentiment set to this side
+        log_p = F.log_softmax(small_hybrid(x, at_side)[0], -1)
+        log_q = F.log_softmax(small_hybrid(x, torch.zeros_like(u))[0], -1)
+        per_token = (log_p.exp() * (log_p - log_q)).sum(-1)
+        return float(per_token[[0, 1, 3]].mean())
+
+    with torch.no_grad():
+        plain, _ = stage2_loss(small_hybrid, x, x, u, make_config("tiny", **common))
+        priced, parts = stage2_loss(small_hybrid, x, x, u, make_config(
+            "tiny", positive_kl_weight=2.0, negative_kl_weight=0.5, **common))
+        expected = 2.0 * kl_from_zero(1.0) + 0.5 * kl_from_zero(-1.0)
+    assert expected > 0
+    assert parts["neutral_kl"] == pytest.approx(expected, rel=1e-4)
+    assert float(priced - plain) == pytest.approx(expected, rel=1e-4)
+    with torch.no_grad():   # a block that ignores u puts every side at u = 0's distribution
+        small_hybrid.field.alpha.zero_()
+        _, blind = stage2_loss(small_hybrid, x, x, u, make_config("tiny", positive_kl_weight=2.0, **common))
+    assert blind["neutral_kl"] == pytest.approx(0.0, abs=1e-6)
+    with pytest.raises(ValueError, match="stage2_neutral_lm"):
+        stage2_loss(small_hybrid, x, x, u, make_config("tiny", contrast_scale=3.0, stage2_neutral_lm=False,
+                                                       positive_kl_weight=1.0))
