@@ -70,6 +70,8 @@ def _train_args(p):
                    help="tokens the stage-2 contrast judges u on")
     p.add_argument("--stage2-neutral-lm", dest="stage2_neutral_lm", action=argparse.BooleanOptionalAction, default=None,
                    help="stage 2 also fits each window at u = 0")
+    p.add_argument("--stage2-split-control", dest="stage2_split_control", action="store_true", default=None,
+                   help="stage 2 embeds u > 0 and u < 0 with separate weights (each starting as stage 1's)")
 
 
 @command("generate", "sample steered continuations of a prompt")

@@ -12,7 +12,7 @@ Both share one API, so the trainer, the sampler and the analysis code treat them
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 import torch
 import torch.nn as nn
@@ -39,6 +39,7 @@ class ModelConfig:
     field_heads: int = 0          # > 0: the field also attends over the tokens (a continuous transformer block)
     field_norm: str = "layer"     # "layer": LayerNorm(H(τ)); "entry": normalised with H(0)'s statistics (ode.py)
     alpha_init: float = 0.1
+    split_control: bool = False   # the field embeds u > 0 and u < 0 with separate weights (ode.py)
 
     def __post_init__(self):
         if self.arch not in ("hybrid", "discrete"):
@@ -151,6 +152,13 @@ class HybridODETransformer(_SandwichTransformer):
                                            norm_mode=cfg.field_norm)
         self._init_gpt_style()
         self.field.reset_parameters()
+        if cfg.split_control:
+            self.field.split_control_embedding()
+
+    def split_control(self):
+        """Give u's two signs their own embedding, each a copy of the shared one (the same outputs)."""
+        self.field.split_control_embedding()
+        self.config = replace(self.config, split_control=True)
 
     @property
     def _n_mid_cached(self):

@@ -105,7 +105,10 @@ class ControlledVectorField(nn.Module):
 
     e(u) is a learned linear embedding of the low-dimensional control, so that a
     two-number control can still move many hidden units. The output layers start
-    near zero, so the block starts as the identity map.
+    near zero, so the block starts as the identity map. After split_control_embedding,
+    e(u) = W₊·max(u, 0) + W₋·min(u, 0): still continuous and zero at u = 0, but each
+    sign of each axis moves the field along its own direction, so steering one way need
+    not move the other side by the same amount (a linear e(u) ties e(-u) to -e(u)).
 
     Cached decoding (kv_cache, a dict from evaluation index to that evaluation's keys and
     values) is exact for fixed-step solvers: they evaluate the field at the same depths in
@@ -129,6 +132,7 @@ class ControlledVectorField(nn.Module):
         self.kv_cache: dict[int, dict] | None = None
         self.norm = nn.LayerNorm(d_model)
         self.control_embed = nn.Linear(control_dim, control_embed_dim, bias=False)
+        self.control_embed_negative: nn.Linear | None = None   # W₋, once split
         self.fc_in = nn.Linear(d_model + control_embed_dim + 1, hidden)
         self.fc_out = nn.Linear(hidden, d_model)
         self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
@@ -167,11 +171,24 @@ class ControlledVectorField(nn.Module):
         return _FieldUnderControl(self, u, self.entry_statistics(h0) if self.norm_mode == "entry" else None,
                                   precompute)
 
+    def split_control_embedding(self):
+        """W₋ := a copy of W, so e(u) is unchanged until training moves the two signs apart."""
+        if self.control_embed_negative is None:
+            self.control_embed_negative = nn.Linear(self.control_embed.in_features, self.control_embed.out_features,
+                                                    bias=False).to(self.control_embed.weight)
+            with torch.no_grad():
+                self.control_embed_negative.weight.copy_(self.control_embed.weight)
+
+    def embed_control(self, u: torch.Tensor) -> torch.Tensor:
+        if self.control_embed_negative is None:
+            return self.control_embed(u)
+        return self.control_embed(u.clamp_min(0)) + self.control_embed_negative(u.clamp_max(0))
+
     def control_features(self, u: torch.Tensor) -> torch.Tensor:
         """The control's share of the first layer's pre-activation, [batch, 1, hidden]: fixed along τ."""
         d, e = self.norm.normalized_shape[0], self.control_embed.out_features
         w_u = self.fc_in.weight[:, d:d + e]
-        return F.linear(self.control_embed(u), w_u, self.fc_in.bias).unsqueeze(1)
+        return F.linear(self.embed_control(u), w_u, self.fc_in.bias).unsqueeze(1)
 
     def forward(self, tau: torch.Tensor, h: torch.Tensor, u: torch.Tensor | None = None,
                 control_features: torch.Tensor | None = None,

@@ -78,6 +78,7 @@ class TrainConfig:
     stage2_neutral_share: float = 0.5  # that u = 0 fit's share of stage 2's LM loss (the rest: at the true u)
     positive_kl_weight: float = 0.0   # stage 2: weight of KL(next token at sentiment +1 || at u = 0), u = 0 held fixed
     negative_kl_weight: float = 0.0   # the same at sentiment -1 (steered text's fluency cost, paid per side)
+    stage2_split_control: bool = False  # stage 2 gives u's two signs their own embedding (ode.py), from stage 1's
     field_out_lr_scale: float = 1.0   # lr multiplier of the field's output layer (see _make_optimizer)
     neighbor_drop: float = 0.0        # stage 1: chance of leaving out each block next to the middle (layer drop)
     train_alpha: bool = True          # False: α stays at alpha_init in both stages (the field's weights still train)
@@ -477,6 +478,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         if stage < start_stage:
             continue
         if stage == 2:
+            if cfg.stage2_split_control and cfg.arch == "hybrid":
+                model.split_control()   # before the optimizer and any stage-2 resume state, which hold W₋
             _freeze_for_stage2(model, cfg.stage2_trains)
             enter_stage2(sampler, cfg)
         if not cfg.train_alpha and hasattr(model, "field"):

@@ -1,3 +1,4 @@
+import json
 import math
 
 import torch
@@ -98,3 +99,43 @@ def test_cached_attention_matches_full_attention_as_its_buffers_grow():
         pieces = [attn(x[:, :5], cache)] + [attn(x[:, t:t + 1], cache) for t in range(5, 150)]
     assert cache["length"] == 150
     assert torch.allclose(torch.cat(pieces, dim=1), full, atol=1e-5)
+
+
+def test_split_control_starts_equal_then_lets_each_sign_move_alone(small_hybrid):
+    """Splitting keeps every output; afterwards W₋ moves u < 0 and leaves u >= 0 as it was."""
+    torch.manual_seed(6)
+    x = torch.randint(1, small_hybrid.config.vocab_size, (3, 9))
+    u = torch.tensor([[1.0, -0.5], [-1.0, 0.5], [0.0, 0.0]])
+    with torch.no_grad():
+        before = small_hybrid(x, u)[0]
+        small_hybrid.split_control()
+        assert small_hybrid.config.split_control
+        assert torch.allclose(small_hybrid(x, u)[0], before, atol=1e-6)
+        small_hybrid.field.control_embed_negative.weight.mul_(3.0)
+        after = small_hybrid(x, u)[0]
+        positive_only = small_hybrid(x, torch.tensor([[1.0, 0.5]] * 3))[0]
+        small_hybrid.field.control_embed_negative.weight.div_(3.0)
+        assert torch.allclose(small_hybrid(x, torch.tensor([[1.0, 0.5]] * 3))[0], positive_only, atol=1e-6)
+    assert torch.allclose(after[2], before[2], atol=1e-6)        # u = 0 embeds to zero either way
+    assert not torch.allclose(after[0], before[0], atol=1e-4)    # row 0's style is negative
+    assert not torch.allclose(after[1], before[1], atol=1e-4)    # row 1's sentiment is negative
+
+
+def test_split_control_checkpoint_round_trip(small_hybrid, tmp_path):
+    from steering.checkpoint import load_checkpoint, save_checkpoint
+    small_hybrid.split_control()
+    with torch.no_grad():
+        small_hybrid.field.control_embed_negative.weight.mul_(2.0)
+    x = torch.randint(1, small_hybrid.config.vocab_size, (2, 7))
+    u = torch.tensor([[-1.0, 0.0], [1.0, 0.0]])
+    save_checkpoint(small_hybrid, tmp_path, dtype=torch.float32)
+    loaded = json.loads((tmp_path / "config.json").read_text())
+    assert loaded["model"]["split_control"] is True
+    from safetensors.torch import load_file
+    from steering.model import build_model
+    rebuilt = build_model(ModelConfig.from_dict(loaded["model"]))
+    rebuilt.load_state_dict(load_file(str(tmp_path / "model.safetensors")))
+    rebuilt.eval()
+    small_hybrid.eval()
+    with torch.no_grad():
+        assert torch.allclose(rebuilt(x, u)[0], small_hybrid(x, u)[0], atol=1e-5)

@@ -478,3 +478,33 @@ def test_stage2_neutral_kl_prices_each_sides_distance_from_u_zero(small_hybrid):
     with pytest.raises(ValueError, match="stage2_neutral_lm"):
         stage2_loss(small_hybrid, x, x, u, make_config("tiny", contrast_scale=3.0, stage2_neutral_lm=False,
                                                        positive_kl_weight=1.0))
+
+
+def test_stage2_split_control_trains_each_sign_and_resumes_inside_stage2(tiny_run, tmp_path, monkeypatch):
+    """Stage 2 splits u's embedding (W₋ starts as W) and saves a model that loads with it; an
+    interrupted stage 2 resumes to the same weights, W₋ included."""
+    common = dict(steps=6, stage2_steps=4, warmup=2, max_reviews=400, eval_every=1, eval_reviews=16,
+                  stage2_split_control=True, tokenizer=str(tiny_run / "tokenizer.json"))
+    train(make_config("tiny", out=str(tmp_path / "straight"), **common), progress=False)
+    straight, _, config = load_checkpoint(tmp_path / "straight")
+    assert config["model"]["split_control"] is True
+    field = straight.field
+    assert not torch.allclose(field.control_embed.weight, field.control_embed_negative.weight, atol=1e-4)
+
+    real_sample, calls = data.BatchSampler.sample, {"n": 0}
+
+    def flaky_sample(self):
+        calls["n"] += 1
+        if calls["n"] == 9:   # stage 2's third step
+            raise KeyboardInterrupt
+        return real_sample(self)
+
+    monkeypatch.setattr(data.BatchSampler, "sample", flaky_sample)
+    with pytest.raises(KeyboardInterrupt):
+        train(make_config("tiny", out=str(tmp_path / "resumed"), **common), progress=False)
+    monkeypatch.setattr(data.BatchSampler, "sample", real_sample)
+    assert json.loads((tmp_path / "resumed" / "resume" / "state.json").read_text())["stage"] == 2
+    train(make_config("tiny", out=str(tmp_path / "resumed"), resume=True, **common), progress=False)
+    resumed, _, _ = load_checkpoint(tmp_path / "resumed")
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-3), name
