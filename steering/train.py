@@ -80,6 +80,7 @@ class TrainConfig:
     negative_kl_weight: float = 0.0   # the same at sentiment -1 (steered text's fluency cost, paid per side)
     stage2_split_control: bool = False  # stage 2 gives u's two signs their own embedding (ode.py), from stage 1's
     field_out_lr_scale: float = 1.0   # lr multiplier of the field's output layer (see _make_optimizer)
+    stage2_control_lr_scale: float = 1.0  # stage 2's lr multiplier of the control embedding e(u) (see _make_optimizer)
     neighbor_drop: float = 0.0        # stage 1: chance of leaving out each block next to the middle (layer drop)
     train_alpha: bool = True          # False: α stays at alpha_init in both stages (the field's weights still train)
     stage2_trains: str = "field+post" # "field" (paper) or "field+post" (also the blocks after the ODE)
@@ -406,19 +407,23 @@ def _grad_norm(params) -> float:
     return float(torch.stack(norms).norm()) if norms else 0.0
 
 
-def _make_optimizer(model, lr: float, weight_decay: float, field_out_lr_scale: float = 1.0):
+def _make_optimizer(model, lr: float, weight_decay: float, field_out_lr_scale: float = 1.0,
+                    control_lr_scale: float = 1.0):
     """AdamW; matrices decay, vectors and α do not.
 
     The field's output passes through α (0.1 at the start), and Adam moves each weight by
     about lr per step whatever its gradient, so α·F learns slower than a block's output;
     field_out_lr_scale raises its output layer's lr. Measured at 10 (= 1/α_init): α fell
     to 0.025 to compensate and the block moved H no further, so the demo keeps 1.
+    control_lr_scale does the same for the control embedding e(u): its weights start at std 1,
+    so at the base lr stage 2 moves them by a few percent (split signs barely part).
     """
     groups = {}
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        scale = field_out_lr_scale if name.startswith("field.fc_out") else 1.0
+        scale = field_out_lr_scale if name.startswith("field.fc_out") else \
+            control_lr_scale if name.startswith("field.control_embed") else 1.0
         decay = weight_decay if p.dim() >= 2 else 0.0
         groups.setdefault((scale, decay), []).append(p)
     return torch.optim.AdamW([{"params": ps, "weight_decay": decay, "lr": lr * scale, "lr_scale": scale}
@@ -484,7 +489,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             enter_stage2(sampler, cfg)
         if not cfg.train_alpha and hasattr(model, "field"):
             model.field.alpha.requires_grad_(False)
-        opt = _make_optimizer(model, lr, cfg.weight_decay if stage == 1 else 0.0, cfg.field_out_lr_scale)
+        opt = _make_optimizer(model, lr, cfg.weight_decay if stage == 1 else 0.0, cfg.field_out_lr_scale,
+                              cfg.stage2_control_lr_scale if stage == 2 else 1.0)
         if cfg.resume and stage == start_stage and (state_dir / "state.json").is_file():
             meta = _load_state(state_dir, model, opt, sampler_gen)
             start_step, history = meta["step"], deque(meta["grad_history"], maxlen=200)

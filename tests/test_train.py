@@ -508,3 +508,15 @@ def test_stage2_split_control_trains_each_sign_and_resumes_inside_stage2(tiny_ru
     resumed, _, _ = load_checkpoint(tmp_path / "resumed")
     for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
         assert torch.allclose(a, b, atol=1e-3), name
+
+
+def test_stage2_control_lr_scale_raises_only_the_control_embeddings_lr(small_hybrid):
+    from steering.train import _make_optimizer
+    small_hybrid.split_control()
+    opt = _make_optimizer(small_hybrid, 1e-3, 0.0, control_lr_scale=10.0)
+    lr_of = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
+    for name, p in small_hybrid.named_parameters():
+        expected = 1e-2 if name.startswith("field.control_embed") else 1e-3
+        assert lr_of[id(p)] == pytest.approx(expected), name
+    assert {n for n, _ in small_hybrid.named_parameters() if n.startswith("field.control_embed")} == \
+        {"field.control_embed.weight", "field.control_embed_negative.weight"}
