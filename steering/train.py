@@ -295,7 +295,7 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
         share = cfg.stage2_neutral_share
         lm = (1.0 - share) * lm + share * language_model_loss(chunks[-1], y)
         if cfg.positive_kl_weight or cfg.negative_kl_weight:
-            neutral_kl = _neutral_kl(chunks[0], chunks[1] if 0 in axes else None, chunks[-1], u[:, 0],
+            neutral_kl = _neutral_kl(chunks[0], chunks[1], chunks[-1], u[:, 0],   # chunks[1]: sentiment flipped
                                      token_weight, cfg.positive_kl_weight, cfg.negative_kl_weight)
         chunks = chunks[:-1]
     elif cfg.positive_kl_weight or cfg.negative_kl_weight:
@@ -357,14 +357,12 @@ def _neutral_kl(own_logits, flipped_logits, zero_logits, sentiment, token_weight
         log_p = F.log_softmax(logits, -1)
         return (log_p.exp() * (log_p - target)).sum(-1)
 
-    kl_own = kl(own_logits)
-    kl_flipped = kl(flipped_logits) if flipped_logits is not None else torch.zeros_like(kl_own)
-    rows = (sentiment != 0) if flipped_logits is not None else torch.zeros_like(sentiment, dtype=torch.bool)
+    kl_own, kl_flipped = kl(own_logits), kl(flipped_logits)
+    w = token_weight * (sentiment != 0)[:, None].float()   # a row without a sentiment has no side
     total = zero_logits.new_zeros(())
     for weight, sign in ((positive_weight, 1.0), (negative_weight, -1.0)):
         if weight:
             side_kl = torch.where((sentiment == sign)[:, None], kl_own, kl_flipped)
-            w = token_weight * rows[:, None].float()
             total = total + weight * (side_kl * w).sum() / w.sum().clamp_min(1)
     return total
 
