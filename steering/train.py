@@ -291,15 +291,16 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
     safe_y = y.clamp_min(0)
     token_weight = (y >= 0).float()   # padding counts for nothing
     neutral_kl = lm.new_zeros(())
+    prices_sides = bool(cfg.positive_kl_weight or cfg.negative_kl_weight)
+    if prices_sides and not cfg.stage2_neutral_lm:
+        raise ValueError("positive_kl_weight / negative_kl_weight need stage2_neutral_lm (the u = 0 copy)")
     if cfg.stage2_neutral_lm:
         share = cfg.stage2_neutral_share
         lm = (1.0 - share) * lm + share * language_model_loss(chunks[-1], y)
-        if cfg.positive_kl_weight or cfg.negative_kl_weight:
+        if prices_sides:
             neutral_kl = _neutral_kl(chunks[0], chunks[1], chunks[-1], u[:, 0],   # chunks[1]: sentiment flipped
                                      token_weight, cfg.positive_kl_weight, cfg.negative_kl_weight)
         chunks = chunks[:-1]
-    elif cfg.positive_kl_weight or cfg.negative_kl_weight:
-        raise ValueError("positive_kl_weight / negative_kl_weight need stage2_neutral_lm (the u = 0 copy)")
     if cfg.contrast_early_weight:
         t = torch.arange(y.shape[1], device=y.device, dtype=torch.float32)
         token_weight = token_weight * (1.0 + cfg.contrast_early_weight * torch.exp(-t / cfg.contrast_early_span))
@@ -340,7 +341,7 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
     weighted_contrast = torch.stack(weighted).mean() if weighted else lm.new_zeros(())
     loss = lm + weighted_contrast + neutral_kl + cfg.roughness_weight * roughness
     parts = {"lm_loss": lm.item(), "contrast_loss": contrast.item(), "roughness": roughness.item()}
-    if cfg.positive_kl_weight or cfg.negative_kl_weight:
+    if prices_sides:
         parts["neutral_kl"] = neutral_kl.item()
     return loss, parts
 
