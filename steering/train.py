@@ -74,6 +74,8 @@ class TrainConfig:
     contrast_axes: str = "sentiment+style"  # which control axes get a flipped copy in stage 2
     contrast_tokens: str = "all"      # "all"; "word_start": u judged on word-initial tokens only;
                                       # "word_start_sentiment": that for the sentiment axis, all tokens for style
+    contrast_lexicon_weight: float = 0.0  # sentiment contrast weighs target token v by 1 + this x |log-odds(v)|
+                                          # (positive vs negative training reviews; see sentiment_log_odds)
     stage2_neutral_lm: bool = True    # stage 2 also fits every window at u = 0 (keeps "no preference" unbiased)
     stage2_neutral_share: float = 0.5  # that u = 0 fit's share of stage 2's LM loss (the rest: at the true u)
     positive_kl_weight: float = 0.0   # stage 2: weight of KL(next token at sentiment +1 || at u = 0), u = 0 held fixed
@@ -253,19 +255,35 @@ def word_start_tokens(tok) -> torch.Tensor:
     return torch.tensor([decode(tok, [i]).startswith(" ") for i in range(tok.get_vocab_size())])
 
 
+def sentiment_log_odds(split: data.EncodedSplit, vocab_size: int, smoothing: float = 10.0) -> torch.Tensor:
+    """[vocab] log of each token's rate in positive over negative training reviews (add-`smoothing` counts).
+
+    Near 0 for words both classes use (" good" +0.00, " the" +0.03: negative reviews say "not good"),
+    large for the words that tell them apart (" bad" -1.38, " worst" -2.29, " excellent" +1.40).
+    """
+    counts = torch.zeros(2, vocab_size)
+    for tokens, control in zip(split.tokens, split.controls):
+        if control[0] != 0:
+            counts[int(control[0] > 0)].index_add_(0, tokens, torch.ones(len(tokens)))
+    rates = (counts + smoothing) / (counts.sum(1, keepdim=True) + smoothing * vocab_size)
+    return (rates[1] / rates[0]).log()
+
+
 def _scale_grad(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """x in the forward pass; its gradient multiplied by scale in the backward pass."""
     return x.detach() + scale * (x - x.detach())
 
 
 def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Tensor | None = None,
-                masked_axes: tuple[int, ...] = (0, 1)):
+                masked_axes: tuple[int, ...] = (0, 1), sentiment_vocab_weight: torch.Tensor | None = None):
     """LM at the true u, plus, per control axis: each row likelier under its own value than the flipped one.
 
     With contrast_scale = 0 the class logit is the difference of summed log-likelihoods (Bayes
     rule); a long window then wins its case with tiny per-token shifts. contrast_scale > 0 uses
     scale x the per-token mean difference instead, which asks u to move every token's odds.
-    contrast_vocab_mask [vocab] restricts the contrast of the masked_axes to those target tokens.
+    contrast_vocab_mask [vocab] restricts the contrast of the masked_axes to those target tokens;
+    sentiment_vocab_weight [vocab] weighs each target token in the sentiment axis's per-token mean
+    (contrast_lexicon_weight: the words that tell the classes apart count most there).
     Weights: cfg.contrast_weight for sentiment (negative rows: negative_contrast_weight, where set),
     style_contrast_weight for style; contrast_positive_side scales the gradient of every sentiment
     likelihood taken at u = +1 (the margin's value is unchanged), so the two controls can be
@@ -323,6 +341,8 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
         has_value = u[:, axis] != 0
         if has_value.any():
             mask = chosen if axis in masked_axes else token_weight
+            if axis == 0 and sentiment_vocab_weight is not None:
+                mask = mask * sentiment_vocab_weight.to(y.device)[safe_y]
             own_ll, flipped_ll = log_likelihood(nll_own, mask), log_likelihood(token_nll(chunk), mask)
             if axis == 0 and cfg.contrast_positive_side != 1.0:
                 # each window's likelihood at +1 trains the positive control, at -1 the negative one
@@ -507,7 +527,11 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         if stage == 2:
             vocab_mask = word_start_tokens(tok) if cfg.contrast_tokens.startswith("word_start") else None
             masked_axes = (0,) if cfg.contrast_tokens == "word_start_sentiment" else (0, 1)
-            loss_fn = functools.partial(stage2_loss, contrast_vocab_mask=vocab_mask, masked_axes=masked_axes)
+            lexicon = None
+            if cfg.contrast_lexicon_weight:
+                lexicon = 1.0 + cfg.contrast_lexicon_weight * sentiment_log_odds(split, cfg.vocab_size).abs()
+            loss_fn = functools.partial(stage2_loss, contrast_vocab_mask=vocab_mask, masked_axes=masked_axes,
+                                        sentiment_vocab_weight=lexicon)
         stage_cfg = cfg if stage == 1 else stage2_view(cfg)
         bar = tqdm(range(start_step, n_steps), desc=f"{cfg.arch} stage {stage}", disable=not progress or rank != 0,
                    initial=start_step, total=n_steps)

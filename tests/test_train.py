@@ -445,6 +445,53 @@ def test_stage2_early_weight_weighs_a_windows_first_tokens(small_hybrid):
     assert parts["contrast_loss"] != pytest.approx(plain_parts["contrast_loss"], rel=1e-3)
 
 
+def test_sentiment_log_odds_marks_the_words_that_tell_the_classes_apart():
+    from steering.train import sentiment_log_odds
+    # token 1 only in positive reviews, 2 only in negative ones, 3 in both alike; the unlabelled row is ignored
+    split = data.EncodedSplit([torch.tensor([1, 1, 3]), torch.tensor([2, 2, 3]), torch.tensor([1, 1, 1, 1])],
+                              torch.tensor([[1.0, 0.0], [-1.0, 1.0], [0.0, -1.0]]), ["rt", "imdb", "rt"])
+    odds = sentiment_log_odds(split, vocab_size=5, smoothing=1.0)
+    assert odds.shape == (5,)
+    assert float(odds[1]) == pytest.approx(math.log(3.0), rel=1e-5)    # (2 + 1) / (0 + 1), equal totals
+    assert float(odds[2]) == pytest.approx(-math.log(3.0), rel=1e-5)
+    assert float(odds[3]) == pytest.approx(0.0, abs=1e-6) and float(odds[0]) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_stage2_lexicon_weight_weighs_the_sentiment_contrasts_tokens_only(small_hybrid):
+    """A [vocab] weight enters the sentiment axis's per-token mean; the style axis and the LM term are untouched."""
+    import torch.nn.functional as F
+    from steering.train import stage2_loss
+    small_hybrid.eval()
+    torch.manual_seed(5)
+    vocab = small_hybrid.config.vocab_size
+    x = torch.randint(1, vocab, (3, 10))
+    u = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [1.0, 0.0]])
+    common = dict(contrast_axes="sentiment", contrast_weight=2.0, contrast_scale=3.0, stage2_neutral_lm=False)
+    vocab_weight = 1.0 + 4.0 * torch.rand(vocab)
+    weight = vocab_weight[x]
+
+    def weighted_ll(control):
+        logits, _ = small_hybrid(x, control)
+        nll = F.cross_entropy(logits.transpose(1, 2), x, reduction="none")
+        return -(nll * weight).sum(1) / weight.sum(1) * 3.0
+
+    cfg = make_config("tiny", **common)
+    with torch.no_grad():
+        _, parts = stage2_loss(small_hybrid, x, x, u, cfg, sentiment_vocab_weight=vocab_weight)
+        _, plain = stage2_loss(small_hybrid, x, x, u, cfg)
+        _, uniform = stage2_loss(small_hybrid, x, x, u, cfg, sentiment_vocab_weight=torch.full((vocab,), 7.0))
+        expected = F.softplus(-(weighted_ll(u) - weighted_ll(-u))).mean()
+        style_u = torch.tensor([[0.0, 1.0], [0.0, -1.0], [0.0, 1.0]])
+        both = make_config("tiny", contrast_weight=2.0, contrast_scale=3.0, stage2_neutral_lm=False)
+        _, style_weighted = stage2_loss(small_hybrid, x, x, style_u, both, sentiment_vocab_weight=vocab_weight)
+        _, style_plain = stage2_loss(small_hybrid, x, x, style_u, both)
+    assert parts["contrast_loss"] == pytest.approx(float(expected), rel=1e-5)
+    assert parts["contrast_loss"] != pytest.approx(plain["contrast_loss"], rel=1e-3)
+    assert uniform["contrast_loss"] == pytest.approx(plain["contrast_loss"], rel=1e-5)   # a weighted mean
+    assert parts["lm_loss"] == pytest.approx(plain["lm_loss"], rel=1e-6)
+    assert style_weighted["contrast_loss"] == pytest.approx(style_plain["contrast_loss"], rel=1e-6)
+
+
 def test_stage2_neutral_kl_prices_each_sides_distance_from_u_zero(small_hybrid):
     """KL(p at sentiment ±1 || p at u = 0) per token over rows with a sentiment, added with its weight."""
     import torch.nn.functional as F
