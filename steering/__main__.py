@@ -48,7 +48,7 @@ def _train_args(p):
     p.add_argument("--tokenizer", default=None, help="reuse this tokenizer.json")
     p.add_argument("--no-progress", action="store_true")
     for name, typ in [("steps", int), ("stage2_steps", int), ("tokens_per_batch", int), ("stage2_tokens_per_batch", int), ("lr", float),
-                      ("stage2_lr", float), ("warmup", int), ("control_dropout", float), ("rt_fraction", float), ("start_prob", float), ("stage2_start_prob", float),
+                      ("stage2_lr", float), ("warmup", int), ("control_dropout", float), ("rt_fraction", float), ("start_prob", float), ("stage2_start_prob", float), ("stage2_rt_fraction", float),
                       ("roughness_weight", float), ("stage2_roughness_weight", float), ("overlap_weight", float), ("stage2_overlap_weight", float), ("contrast_weight", float), ("style_contrast_weight", float), ("negative_contrast_weight", float), ("contrast_positive_side", float), ("contrast_early_weight", float), ("contrast_early_span", float), ("contrast_lexicon_weight", float), ("stage2_neutral_share", float), ("positive_kl_weight", float), ("negative_kl_weight", float), ("field_out_lr_scale", float), ("stage2_control_lr_scale", float), ("neighbor_drop", float), ("eval_every", int),
                       ("max_reviews", int), ("seed", int), ("vocab_size", int), ("block_size", int),
                       ("d_model", int), ("n_heads", int), ("field_hidden", int), ("field_heads", int),

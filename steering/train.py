@@ -58,6 +58,7 @@ class TrainConfig:
     rt_fraction: float = 0.4
     start_prob: float = 0.5           # chance a window starts at its review's beginning
     stage2_start_prob: float | None = None  # stage 2's, when it differs (where a prompt's opening steers most)
+    stage2_rt_fraction: float | None = None  # stage 2's share of Rotten Tomatoes batches, when it differs
     roughness_weight: float = 2000.0    # penalty on α·F changing along the Euler path
     roughness_relative_to: str = "state"  # "state": |ΔF|²/|H(0)|²; "field": |ΔF|²/|F|² (blind to the field's size)
     stage2_roughness_weight: float | None = None       # stage 2's penalty, when it differs from stage 1's
@@ -238,10 +239,13 @@ def stage2_view(cfg: TrainConfig) -> TrainConfig:
 
 
 def enter_stage2(sampler: data.BatchSampler, cfg: TrainConfig) -> None:
-    """Stage 2's batches: its own size, and (where set) its own share of windows that open a review."""
+    """Stage 2's batches: its own size, and (where set) its own share of windows that open a review
+    and of Rotten Tomatoes blurbs (short, so more of their tokens carry the label)."""
     sampler.tokens_per_batch = cfg.stage2_tokens_per_batch
     if cfg.stage2_start_prob is not None:
         sampler.start_prob = cfg.stage2_start_prob
+    if cfg.stage2_rt_fraction is not None:
+        sampler.rt_fraction = cfg.stage2_rt_fraction
 
 
 def stage1_loss(model, x, y, u, cfg: TrainConfig, skip_neighbors: tuple[bool, bool] = (False, False)):

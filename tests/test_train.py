@@ -369,6 +369,25 @@ def test_stage2_can_open_every_window_at_a_review_start(small_tokenizer):
     assert opening_rows(make_config("tiny", stage2_tokens_per_batch=256)) < 0.9   # unset: stage 1's 0.5
 
 
+def test_stage2_can_take_its_own_share_of_rotten_tomatoes_blurbs(small_tokenizer):
+    from steering.tokenizer import bos_id
+    from steering.train import enter_stage2
+    reviews = data.train_reviews()[::50]
+    split = data.encode_reviews(small_tokenizer, reviews, bos_id(small_tokenizer))
+
+    def rt_share(cfg):
+        sampler = data.BatchSampler(split, block_size=32, tokens_per_batch=512, generator=torch.Generator().manual_seed(0),
+                                    rt_fraction=cfg.rt_fraction)
+        enter_stage2(sampler, cfg)
+        styles = torch.cat([sampler.sample()[2][:, 1] for _ in range(200)])   # RT blurbs have style -1
+        return float((styles < 0).sum() / (styles != 0).sum())
+
+    assert rt_share(make_config("tiny", stage2_rt_fraction=1.0)) == 1.0
+    assert rt_share(make_config("tiny", stage2_rt_fraction=0.0)) == 0.0
+    unset, raised = rt_share(make_config("tiny", rt_fraction=0.4)), rt_share(make_config("tiny", rt_fraction=0.4, stage2_rt_fraction=0.8))
+    assert 0.2 < unset < 0.6 < raised < 1.0   # rows, not batches: a batch is all blurbs or all IMDB
+
+
 def test_stage2_negative_rows_can_weigh_more_in_the_sentiment_contrast(small_hybrid):
     from steering.train import stage2_loss
     small_hybrid.eval()
