@@ -262,8 +262,9 @@ def word_start_tokens(tok) -> torch.Tensor:
 def sentiment_log_odds(split: data.EncodedSplit, vocab_size: int, smoothing: float = 10.0) -> torch.Tensor:
     """[vocab] log of each token's rate in positive over negative training reviews (add-`smoothing` counts).
 
-    Near 0 for words both classes use (" good" +0.00, " the" +0.03: negative reviews say "not good"),
-    large for the words that tell them apart (" bad" -1.38, " worst" -2.29, " excellent" +1.40).
+    Near 0 for words both classes use, large for the words that tell them apart (with the shipped
+    tokenizer: " good" +0.00, " the" +0.03, since negative reviews say "not good"; " bad" -1.38,
+    " worst" -2.29, " excellent" +1.40).
     """
     counts = torch.zeros(2, vocab_size)
     for tokens, control in zip(split.tokens, split.controls):
