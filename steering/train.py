@@ -274,21 +274,32 @@ def sentiment_log_odds(split: data.EncodedSplit, vocab_size: int, smoothing: flo
     return (rates[1] / rates[0]).log()
 
 
+def contrast_token_weights(cfg: TrainConfig, tok, split: data.EncodedSplit) -> dict[int, torch.Tensor]:
+    """Per control axis, the [vocab] weight of each target token in stage 2's contrast (none: every token 1)."""
+    weights: dict[int, torch.Tensor] = {}
+    if cfg.contrast_tokens.startswith("word_start"):
+        starts = word_start_tokens(tok).float()
+        weights = {axis: starts for axis in ((0,) if cfg.contrast_tokens == "word_start_sentiment" else (0, 1))}
+    if cfg.contrast_lexicon_weight:
+        lexicon = 1.0 + cfg.contrast_lexicon_weight * sentiment_log_odds(split, cfg.vocab_size).abs()
+        weights[0] = weights[0] * lexicon if 0 in weights else lexicon
+    return weights
+
+
 def _scale_grad(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """x in the forward pass; its gradient multiplied by scale in the backward pass."""
     return x.detach() + scale * (x - x.detach())
 
 
-def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Tensor | None = None,
-                masked_axes: tuple[int, ...] = (0, 1), sentiment_vocab_weight: torch.Tensor | None = None):
+def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_token_weights: dict[int, torch.Tensor] | None = None):
     """LM at the true u, plus, per control axis: each row likelier under its own value than the flipped one.
 
     With contrast_scale = 0 the class logit is the difference of summed log-likelihoods (Bayes
     rule); a long window then wins its case with tiny per-token shifts. contrast_scale > 0 uses
     scale x the per-token mean difference instead, which asks u to move every token's odds.
-    contrast_vocab_mask [vocab] restricts the contrast of the masked_axes to those target tokens;
-    sentiment_vocab_weight [vocab] weighs each target token in the sentiment axis's per-token mean
-    (contrast_lexicon_weight: the words that tell the classes apart count most there).
+    contrast_token_weights maps a control axis to a [vocab] weight of each target token in that
+    axis's per-token mean: a 0/1 mask judges u on chosen tokens only (word starts: word choice, not
+    spelling), contrast_lexicon_weight's weights make the words that tell the classes apart count most.
     Weights: cfg.contrast_weight for sentiment (negative rows: negative_contrast_weight, where set),
     style_contrast_weight for style; contrast_positive_side scales the gradient of every sentiment
     likelihood taken at u = +1 (the margin's value is unchanged), so the two controls can be
@@ -327,9 +338,7 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
     if cfg.contrast_early_weight:
         t = torch.arange(y.shape[1], device=y.device, dtype=torch.float32)
         token_weight = token_weight * (1.0 + cfg.contrast_early_weight * torch.exp(-t / cfg.contrast_early_span))
-    # the contrast may judge u on chosen tokens only (e.g. word starts: word choice, not spelling)
-    chosen = token_weight if contrast_vocab_mask is None else \
-        token_weight * contrast_vocab_mask.to(y.device)[safe_y].float()
+    vocab_weights = contrast_token_weights or {}
 
     def log_likelihood(nll, mask):
         ll = -(nll * mask).sum(1)
@@ -345,9 +354,8 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_vocab_mask: torch.Ten
     for axis, chunk in zip(axes, chunks[1:]):
         has_value = u[:, axis] != 0
         if has_value.any():
-            mask = chosen if axis in masked_axes else token_weight
-            if axis == 0 and sentiment_vocab_weight is not None:
-                mask = mask * sentiment_vocab_weight.to(y.device)[safe_y]
+            mask = token_weight if axis not in vocab_weights else \
+                token_weight * vocab_weights[axis].to(y.device)[safe_y].float()
             own_ll, flipped_ll = log_likelihood(nll_own, mask), log_likelihood(token_nll(chunk), mask)
             if axis == 0 and cfg.contrast_positive_side != 1.0:
                 # each window's likelihood at +1 trains the positive control, at -1 the negative one
@@ -530,13 +538,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                    if world > 1 else model)
         loss_fn = stage1_loss
         if stage == 2:
-            vocab_mask = word_start_tokens(tok) if cfg.contrast_tokens.startswith("word_start") else None
-            masked_axes = (0,) if cfg.contrast_tokens == "word_start_sentiment" else (0, 1)
-            lexicon = None
-            if cfg.contrast_lexicon_weight:
-                lexicon = 1.0 + cfg.contrast_lexicon_weight * sentiment_log_odds(split, cfg.vocab_size).abs()
-            loss_fn = functools.partial(stage2_loss, contrast_vocab_mask=vocab_mask, masked_axes=masked_axes,
-                                        sentiment_vocab_weight=lexicon)
+            loss_fn = functools.partial(stage2_loss, contrast_token_weights=contrast_token_weights(cfg, tok, split))
         stage_cfg = cfg if stage == 1 else stage2_view(cfg)
         bar = tqdm(range(start_step, n_steps), desc=f"{cfg.arch} stage {stage}", disable=not progress or rank != 0,
                    initial=start_step, total=n_steps)

@@ -210,17 +210,17 @@ def test_stage2_contrast_can_judge_word_starts_only(small_hybrid, small_tokenize
     cfg = make_config("tiny")
     with torch.no_grad():
         _, every = stage2_loss(small_hybrid, x, y, u, cfg)
-        _, all_marked = stage2_loss(small_hybrid, x, y, u, cfg, contrast_vocab_mask=torch.ones_like(starts))
-        _, some = stage2_loss(small_hybrid, x, y, u, cfg, contrast_vocab_mask=starts)
-        _, none = stage2_loss(small_hybrid, x, y, u, cfg, contrast_vocab_mask=torch.zeros_like(starts))
+        _, all_marked = stage2_loss(small_hybrid, x, y, u, cfg, contrast_token_weights={0: torch.ones_like(starts), 1: torch.ones_like(starts)})
+        _, some = stage2_loss(small_hybrid, x, y, u, cfg, contrast_token_weights={0: starts, 1: starts})
+        _, none = stage2_loss(small_hybrid, x, y, u, cfg, contrast_token_weights={0: torch.zeros_like(starts), 1: torch.zeros_like(starts)})
     assert all_marked["contrast_loss"] == pytest.approx(every["contrast_loss"], rel=1e-6)
     assert some["contrast_loss"] != pytest.approx(every["contrast_loss"], rel=1e-4)
     assert none["contrast_loss"] == pytest.approx(math.log(2), rel=1e-6)   # nothing judged: no preference
     assert some["lm_loss"] == pytest.approx(every["lm_loss"], rel=1e-6)    # the LM term still sees every token
     with torch.no_grad():   # masking one axis leaves the other axis's contrast as it was
         blind = torch.zeros_like(starts)
-        _, sentiment_blind = stage2_loss(small_hybrid, x, y, u, cfg, contrast_vocab_mask=blind, masked_axes=(0,))
-        _, style_blind = stage2_loss(small_hybrid, x, y, u, cfg, contrast_vocab_mask=blind, masked_axes=(1,))
+        _, sentiment_blind = stage2_loss(small_hybrid, x, y, u, cfg, contrast_token_weights={0: blind})
+        _, style_blind = stage2_loss(small_hybrid, x, y, u, cfg, contrast_token_weights={1: blind})
     # every = mean(sentiment, style); each blind axis scores ln 2
     assert sentiment_blind["contrast_loss"] + style_blind["contrast_loss"] == \
         pytest.approx(every["contrast_loss"] + math.log(2), rel=1e-5)
@@ -476,6 +476,21 @@ def test_sentiment_log_odds_marks_the_words_that_tell_the_classes_apart():
     assert float(odds[3]) == pytest.approx(0.0, abs=1e-6) and float(odds[0]) == pytest.approx(0.0, abs=1e-6)
 
 
+def test_contrast_token_weights_combine_word_starts_and_the_lexicon(small_tokenizer):
+    from steering.tokenizer import bos_id
+    from steering.train import contrast_token_weights, sentiment_log_odds, word_start_tokens
+    split = data.encode_reviews(small_tokenizer, data.train_reviews()[::200], bos_id(small_tokenizer))
+    vocab = small_tokenizer.get_vocab_size()
+    starts = word_start_tokens(small_tokenizer).float()
+    lexicon = 1.0 + 3.0 * sentiment_log_odds(split, vocab).abs()
+    assert contrast_token_weights(make_config("tiny"), small_tokenizer, split) == {}
+    both_axes = contrast_token_weights(make_config("tiny", contrast_tokens="word_start"), small_tokenizer, split)
+    assert set(both_axes) == {0, 1} and torch.equal(both_axes[1], starts)
+    combined = contrast_token_weights(make_config("tiny", contrast_tokens="word_start_sentiment", contrast_lexicon_weight=3.0,
+                                                  vocab_size=vocab), small_tokenizer, split)
+    assert set(combined) == {0} and torch.allclose(combined[0], starts * lexicon)
+
+
 def test_stage2_lexicon_weight_weighs_the_sentiment_contrasts_tokens_only(small_hybrid):
     """A [vocab] weight enters the sentiment axis's per-token mean; the style axis and the LM term are untouched."""
     import torch.nn.functional as F
@@ -496,13 +511,13 @@ def test_stage2_lexicon_weight_weighs_the_sentiment_contrasts_tokens_only(small_
 
     cfg = make_config("tiny", **common)
     with torch.no_grad():
-        _, parts = stage2_loss(small_hybrid, x, x, u, cfg, sentiment_vocab_weight=vocab_weight)
+        _, parts = stage2_loss(small_hybrid, x, x, u, cfg, contrast_token_weights={0: vocab_weight})
         _, plain = stage2_loss(small_hybrid, x, x, u, cfg)
-        _, uniform = stage2_loss(small_hybrid, x, x, u, cfg, sentiment_vocab_weight=torch.full((vocab,), 7.0))
+        _, uniform = stage2_loss(small_hybrid, x, x, u, cfg, contrast_token_weights={0: torch.full((vocab,), 7.0)})
         expected = F.softplus(-(weighted_ll(u) - weighted_ll(-u))).mean()
         style_u = torch.tensor([[0.0, 1.0], [0.0, -1.0], [0.0, 1.0]])
         both = make_config("tiny", contrast_weight=2.0, contrast_scale=3.0, stage2_neutral_lm=False)
-        _, style_weighted = stage2_loss(small_hybrid, x, x, style_u, both, sentiment_vocab_weight=vocab_weight)
+        _, style_weighted = stage2_loss(small_hybrid, x, x, style_u, both, contrast_token_weights={0: vocab_weight})
         _, style_plain = stage2_loss(small_hybrid, x, x, style_u, both)
     assert parts["contrast_loss"] == pytest.approx(float(expected), rel=1e-5)
     assert parts["contrast_loss"] != pytest.approx(plain["contrast_loss"], rel=1e-3)
