@@ -16,8 +16,8 @@ steering tokenizer --vocab-size 7168 --out "$OUT/tokenizer.json"
 steering train --arch hybrid --preset demo --tokenizer "$OUT/tokenizer.json" --out "$OUT/hybrid" --no-progress \
     --n-pre 1 --n-mid 4 --n-post 1 --field-heads 4 --field-norm entry --alpha-init 1.0 --freeze-alpha \
     --overlap-weight 10 --roughness-relative-to field --roughness-weight 2 \
-    --stage2-roughness-relative-to state --stage2-roughness-weight 1200 --stage2-steps 500 \
-    --contrast-weight 4 --style-contrast-weight 2 --contrast-positive-side 0.5 \
+    --stage2-roughness-relative-to state --stage2-roughness-weight 1200 --stage2-steps 300 \
+    --contrast-weight 5 --style-contrast-weight 2 --contrast-positive-side 0.5 \
     > "$OUT/hybrid.log" 2>&1 &
 hybrid=$!
 # recipe: the discrete baseline
