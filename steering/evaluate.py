@@ -40,6 +40,10 @@ SEED = 1234
 PROBE_PROMPT = "The movie was"
 PROBE_WORDS = {"good": " good", "bad": " bad"}
 PROBE_CONTROLS = {"+1": 1.0, "0": 0.0, "-1": -1.0}
+# the probe's prompt and nine of its kind: how much the one-prompt figure owes to its exact wording
+PROBE_PROMPT_VARIANTS = (PROBE_PROMPT, "The film was", "This movie is", "This film is", "The acting was",
+                         "The plot was", "The story was", "Overall, the movie was", "I thought the film was",
+                         "The ending was")
 REFERENCE_SOLVER = SolverConfig("dopri5", rtol=1e-6, atol=1e-6, max_steps=10_000)
 FIXED_SOLVER = SolverConfig("euler", steps=4)
 SETTINGS = {"positive": (1.0, 0.0), "negative": (-1.0, 0.0), "neutral": (0.0, 0.0),
@@ -197,6 +201,25 @@ def word_probabilities(model, tok, prompt: str = PROBE_PROMPT, words: dict = PRO
     return out
 
 
+def probe_shares(raw: dict[str, dict[str, float]]) -> tuple[float, float]:
+    """good / (good + bad) at +1 and bad / (good + bad) at -1, from word_probabilities' output."""
+    return (raw["+1"]["good"] / (raw["+1"]["good"] + raw["+1"]["bad"]),
+            raw["-1"]["bad"] / (raw["-1"]["good"] + raw["-1"]["bad"]))
+
+
+def probe_over_prompts(model, tok, prompts=PROBE_PROMPT_VARIANTS) -> dict:
+    """The evaluation's good/bad probe on each prompt, with the mean and the worst over them."""
+    rows = []
+    for prompt in prompts:
+        good_pos, bad_neg = probe_shares(word_probabilities(model, tok, prompt))
+        rows.append({"prompt": prompt, "good_pos": good_pos, "bad_neg": bad_neg})
+    summary = {}
+    for key in ("good_pos", "bad_neg"):
+        values = [row[key] for row in rows]
+        summary[f"{key}_mean"], summary[f"{key}_min"] = sum(values) / len(values), min(values)
+    return {"prompts": rows, **summary}
+
+
 @torch.no_grad()
 def solver_divergence(model, prompts: list[list[int]], sentiments=(-1.0, 0.0, 1.0)) -> float:
     """Mean over prompts and sentiments of ||H_euler4(1) - H_dopri5(1)|| / ||H_dopri5(1)||.
@@ -285,8 +308,7 @@ def evaluate(checkpoint: str | Path = DEFAULT_CHECKPOINT, baseline: str | Path =
     report["steer_neutral_pos_clf"] = _fraction(sentiment["neutral"].classifier, 1)
 
     raw = word_probabilities(hybrid, tok)
-    report["probe_good_pos"] = raw["+1"]["good"] / (raw["+1"]["good"] + raw["+1"]["bad"])
-    report["probe_bad_neg"] = raw["-1"]["bad"] / (raw["-1"]["good"] + raw["-1"]["bad"])
+    report["probe_good_pos"], report["probe_bad_neg"] = probe_shares(raw)
     report["probe_raw"] = raw
     report["solver_divergence"] = solver_divergence(hybrid, prompts)
     report["style_rt_acc"] = _fraction(judge_style(gens.continuations["rotten_tomatoes"]), -1)

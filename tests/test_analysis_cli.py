@@ -88,3 +88,23 @@ def test_fluency_splits_the_evaluations_perplexity_ratio_by_side(small_checkpoin
     positive_own = continuation_perplexity(model, prompts, gens.tokens["positive"], torch.tensor([[1.0, 0.0]]))
     assert out["positive"]["own_control"] == pytest.approx(positive_own / neutral, rel=1e-5)
     assert out["negative"]["at_zero"] != pytest.approx(out["positive"]["at_zero"], rel=1e-6)
+
+
+def test_wordprobe_gives_the_evaluations_probe_on_each_prompt(small_checkpoint, capsys):
+    from steering.checkpoint import load_checkpoint
+    from steering.evaluate import PROBE_PROMPT_VARIANTS, probe_shares, word_probabilities
+    out = run_json(capsys, "analyze", "wordprobe", "--json", "--checkpoint", str(small_checkpoint),
+                   "--prompt", "Frankly, the film was")
+    prompts = [row["prompt"] for row in out["prompts"]]
+    assert prompts == list(PROBE_PROMPT_VARIANTS) + ["Frankly, the film was"]
+    model, tok, _ = load_checkpoint(small_checkpoint)
+    # the first row is the evaluation's own probe; the others differ from it
+    first = out["prompts"][0]
+    assert (first["good_pos"], first["bad_neg"]) == pytest.approx(probe_shares(word_probabilities(model, tok)))
+    last = out["prompts"][-1]
+    assert (last["good_pos"], last["bad_neg"]) == pytest.approx(
+        probe_shares(word_probabilities(model, tok, "Frankly, the film was")))
+    assert last["bad_neg"] != pytest.approx(first["bad_neg"], rel=1e-6)
+    shares = [row["bad_neg"] for row in out["prompts"]]
+    assert out["bad_neg_min"] == min(shares) and out["bad_neg_mean"] == pytest.approx(sum(shares) / len(shares))
+    assert all(0 < row["good_pos"] < 1 and 0 < row["bad_neg"] < 1 for row in out["prompts"])

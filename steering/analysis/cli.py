@@ -11,7 +11,7 @@ import numpy as np
 from ..ode import ADAPTIVE_SOLVERS, CONTROL_AXES, SolverConfig
 
 KINDS = ("trajectory", "pca", "divergence", "regimes", "tolerance", "sweep", "lens", "contraction", "convergence",
-         "probes", "middle", "fluency")
+         "probes", "middle", "fluency", "wordprobe")
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "steering-analysis-cache"
 
 
@@ -213,7 +213,19 @@ def _fluency(args, model, tok, u, solver, n_tau):
     return {**sides, "ppl_ratio_steered": pooled}, text
 
 
+def _wordprobe(args, model, tok, u, solver, n_tau):
+    from ..evaluate import PROBE_PROMPT_VARIANTS, probe_over_prompts
+    # the evaluation's prompt and its nine variants, and --prompt where it is none of them
+    prompts = list(PROBE_PROMPT_VARIANTS) + ([args.prompt] if args.prompt not in PROBE_PROMPT_VARIANTS else [])
+    report = probe_over_prompts(model, tok, prompts)
+    lines = ["evaluate's probe (Euler 4, style 0): good / (good + bad) at u = +1, bad / (good + bad) at u = -1"]
+    lines += [f"  {row['prompt']!r}: {row['good_pos']:.4f} / {row['bad_neg']:.4f}" for row in report["prompts"]]
+    lines.append(f"  mean {report['good_pos_mean']:.4f} / {report['bad_neg_mean']:.4f}; "
+                 f"worst {report['good_pos_min']:.4f} / {report['bad_neg_min']:.4f}")
+    return report, "\n".join(lines)
+
+
 ANALYSES = {"trajectory": _trajectory, "pca": _pca, "divergence": _divergence, "regimes": _regimes,
             "tolerance": _tolerance, "sweep": _sweep, "lens": _lens, "contraction": _contraction,
             "convergence": _convergence, "probes": _probes, "middle": _middle,
-            "fluency": _fluency}
+            "fluency": _fluency, "wordprobe": _wordprobe}
