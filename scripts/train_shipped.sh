@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The shipped pair's CPU recipe (README, model card): bash scripts/train_shipped.sh [OUT]
 # Trains the tokenizer, then the hybrid and the discrete baseline side by side, one thread each,
-# on the same batches and seed. About 55 minutes on 2 cores; copy OUT/hybrid and OUT/discrete
+# on the same batches and seed. About 55 minutes on 2 cores (53 in the last run); copy OUT/hybrid and OUT/discrete
 # to assets/ to ship them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
