@@ -49,12 +49,14 @@ def _train_args(p):
     p.add_argument("--no-progress", action="store_true")
     for name, typ in [("steps", int), ("stage2_steps", int), ("tokens_per_batch", int), ("stage2_tokens_per_batch", int), ("lr", float),
                       ("stage2_lr", float), ("warmup", int), ("control_dropout", float), ("rt_fraction", float), ("start_prob", float), ("stage2_start_prob", float), ("stage2_rt_fraction", float),
-                      ("roughness_weight", float), ("stage2_roughness_weight", float), ("overlap_weight", float), ("stage2_overlap_weight", float), ("contrast_weight", float), ("style_contrast_weight", float), ("negative_contrast_weight", float), ("contrast_positive_side", float), ("contrast_early_weight", float), ("contrast_early_span", float), ("contrast_lexicon_weight", float), ("stage2_neutral_share", float), ("positive_kl_weight", float), ("negative_kl_weight", float), ("field_out_lr_scale", float), ("stage2_control_lr_scale", float), ("neighbor_drop", float), ("eval_every", int),
+                      ("roughness_weight", float), ("stage2_roughness_weight", float), ("overlap_weight", float), ("stage2_overlap_weight", float), ("contrast_weight", float), ("style_contrast_weight", float), ("negative_contrast_weight", float), ("contrast_positive_side", float), ("contrast_early_weight", float), ("contrast_early_span", float), ("contrast_lexicon_weight", float), ("stage2_neutral_share", float), ("positive_kl_weight", float), ("negative_kl_weight", float), ("field_out_lr_scale", float), ("stage2_control_lr_scale", float), ("neighbor_drop", float), ("eval_every", int), ("contrast_u", float), ("save_every_s", float),
                       ("max_reviews", int), ("seed", int), ("vocab_size", int), ("block_size", int),
                       ("d_model", int), ("n_heads", int), ("field_hidden", int), ("field_heads", int),
                       ("n_pre", int), ("n_mid", int), ("n_post", int), ("control_embed_dim", int),
                       ("alpha_init", float)]:
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=typ, default=None)
+    p.add_argument("--bf16", dest="bf16", action=argparse.BooleanOptionalAction, default=None,
+                   help="bf16 autocast in the forward pass (fp32 master weights, optimizer and loss)")
     p.add_argument("--stage2-trains", dest="stage2_trains", choices=["field", "field+post"], default=None)
     p.add_argument("--roughness-relative-to", dest="roughness_relative_to", choices=["state", "field"], default=None,
                    help="what the path-roughness penalty is relative to")
@@ -80,8 +82,9 @@ def _generate(args):
     from .generate import generate
     model, tok, _ = load_checkpoint(args.checkpoint)
     results = generate(model, tok, args.prompt, args.sentiment, args.style, n=args.n,
-                       max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                       top_p=args.top_p, seed=args.seed, solver=solver_from_args(args))
+                       max_new_tokens=args.max_new_tokens, seed=args.seed, solver=solver_from_args(args),
+                       **{k: getattr(args, k) for k in ("temperature", "top_k", "top_p", "repetition_penalty",
+                                                        "no_repeat_ngram") if getattr(args, k) is not None})
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2))
         return
@@ -98,9 +101,11 @@ def _generate_args(p):
     p.add_argument("--style", type=float, default=0.0, help="-1 critic blurb ... +1 user review (range -3..3)")
     p.add_argument("--n", type=int, default=1, help="number of samples")
     p.add_argument("--max-new-tokens", type=int, default=40)
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--top-k", type=int, default=40)
+    p.add_argument("--temperature", type=float, default=None, help="default: the sampler's (steering/generate.py)")
+    p.add_argument("--top-k", type=int, default=None)
     p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--repetition-penalty", type=float, default=None)
+    p.add_argument("--no-repeat-ngram", type=int, default=None, help="forbid repeating any n-gram of tokens")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
     p.add_argument("--json", action="store_true", help="print a JSON list")
@@ -145,12 +150,14 @@ def _at_least_seven(text: str) -> int:
 @command("evaluate", "judge steered generations and check both models on the held-out split")
 def _evaluate(args):
     from .evaluate import run
-    print(run(args.checkpoint, args.baseline, quick=args.quick, as_json=args.json))
+    print(run(args.checkpoint, args.baseline, quick=args.quick, as_json=args.json, steer_u=args.steer_u))
 
 
 def _evaluate_args(p):
     from .checkpoint import DEFAULT_BASELINE
     p.add_argument("--quick", action="store_true", help="fewer prompts and held-out reviews (for tests)")
+    p.add_argument("--steer-u", type=float, default=None,
+                   help="|u| at which steering is judged (default: the |u| the checkpoint's stage 2 steered at)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
     p.add_argument("--baseline", default=str(DEFAULT_BASELINE), help="the discrete baseline's folder")
@@ -178,6 +185,46 @@ def _tokenizer_args(p):
 
 
 ARGUMENTS["tokenizer"] = _tokenizer_args
+
+
+@command("bench-train", "training tokens/s, fp32 vs bf16 autocast, hybrid and discrete at the flagship's size")
+def _bench_train(args):
+    from .train_bench import format_throughput, measure_training_throughput
+    result = measure_training_throughput(args.steps, args.rounds, args.threads)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else format_throughput(result))
+
+
+def _bench_train_args(p):
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--steps", type=int, default=2, help="timed steps of each configuration per round")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of turns over the four configurations")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (the recipe gives each model one)")
+
+
+ARGUMENTS["bench-train"] = _bench_train_args
+
+
+@command("sampling", "the evaluation's text figures under each candidate sampler (how the defaults were chosen)")
+def _sampling(args):
+    from .evaluate import sampling_sweep
+    report = sampling_sweep(args.checkpoint, n_prompts=args.prompts, steer_u=args.steer_u)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    keys = list(next(iter(report.values())))
+    print(f"{'sampler':26s} " + " ".join(f"{k[:14]:>14s}" for k in keys))
+    for name, row in report.items():
+        print(f"{name:26s} " + " ".join(f"{row[k]:14.3f}" for k in keys))
+
+
+def _sampling_args(p):
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
+    p.add_argument("--prompts", type=int, default=50, help="held-out prompts (the evaluation uses 50)")
+    p.add_argument("--steer-u", type=float, default=None, help="|u| of the steered settings (default: trained)")
+
+
+ARGUMENTS["sampling"] = _sampling_args
 
 
 @command("analyze", "trajectories, PCA map, solver divergence, NFE regimes, lens, contraction, convergence, probes")

@@ -100,13 +100,15 @@ def encode_reviews(tok, reviews, bos: int, max_tokens: int | None = None) -> Enc
 
 
 class BatchSampler:
-    """Random windows of reviews, one control per row, padded with -1 targets.
+    """Rows of block_size + 1 tokens packed from reviews of one control, back to back.
 
-    Each batch holds a single source, so short blurbs are not padded to review length;
-    `rt_fraction` of batches are Rotten Tomatoes blurbs (they carry the most label
-    information per token). A window starts at the review's beginning (BOS) with
-    probability `start_prob`, else at a random offset. Each control axis is replaced by
-    0 with probability `control_dropout`, so the model also learns an unconditioned mode.
+    Each row picks a source (Rotten Tomatoes with probability `rt_fraction`: the blurbs carry
+    the most label information per token) and a label, then fills itself with reviews of that
+    (label, source) group, each opening with its BOS, the last one cut at the row's end. No slot
+    is padding. The first review starts at its beginning (BOS) with probability `start_prob`,
+    else at a random offset, so long reviews are seen in all their parts. Each control axis of
+    a row is replaced by 0 with probability `control_dropout`, so the model also learns an
+    unconditioned mode.
     """
 
     def __init__(self, split: EncodedSplit, block_size: int, tokens_per_batch: int, generator: torch.Generator,
@@ -118,39 +120,44 @@ class BatchSampler:
         self.rt_fraction = rt_fraction
         self.start_prob = start_prob
         self.control_dropout = control_dropout
-        self.by_source = {s: torch.tensor(split.indices_of(s)) for s in SOURCES if split.indices_of(s)}
+        groups: dict[tuple[str, float], list[int]] = {}
+        for i, (source, control) in enumerate(zip(split.sources, split.controls[:, 0].tolist())):
+            groups.setdefault((source, control), []).append(i)
+        self.groups = {key: torch.tensor(ids) for key, ids in sorted(groups.items())}
+        self.sources = sorted({source for source, _ in self.groups})
 
-    def _rand(self, *shape) -> torch.Tensor:
-        return torch.rand(*shape, generator=self.generator)
+    def _rand(self) -> float:
+        return torch.rand(1, generator=self.generator).item()
+
+    def _randint(self, high: int) -> int:
+        return int(torch.randint(high, (1,), generator=self.generator))
+
+    def _row(self) -> tuple[torch.Tensor, int]:
+        """(block_size + 1 token ids, index of the row's first review)."""
+        if len(self.sources) == 1:
+            source = self.sources[0]
+        else:
+            source = "rotten_tomatoes" if self._rand() < self.rt_fraction else "imdb"
+        keys = [key for key in self.groups if key[0] == source]
+        pool = self.groups[keys[self._randint(len(keys))]]
+        span = self.block_size + 1
+        first = int(pool[self._randint(len(pool))])
+        seq = self.split.tokens[first]
+        start = 0
+        if len(seq) > span and self._rand() >= self.start_prob:
+            start = 1 + self._randint(len(seq) - span)
+        pieces, filled = [seq[start:start + span]], min(span, len(seq) - start)
+        while filled < span:
+            piece = self.split.tokens[int(pool[self._randint(len(pool))])][:span - filled]
+            pieces.append(piece)
+            filled += len(piece)
+        return torch.cat(pieces), first
 
     def sample(self):
-        """(inputs [B, T], targets [B, T] with -1 padding, controls [B, 2], real target tokens)."""
-        sources = list(self.by_source)
-        source = sources[0] if len(sources) == 1 else ("rotten_tomatoes" if self._rand(1).item() < self.rt_fraction else "imdb")
-        pool = self.by_source[source]
-        rows, windows, longest = 0, [], 0
-        while True:
-            i = int(pool[torch.randint(len(pool), (1,), generator=self.generator)])
-            seq = self.split.tokens[i]
-            span = self.block_size + 1
-            if len(seq) > span and self._rand(1).item() >= self.start_prob:
-                start = int(torch.randint(1, len(seq) - span + 1, (1,), generator=self.generator))
-            else:
-                start = 0
-            window = seq[start:start + span]
-            if len(window) < 2:
-                continue
-            longest = max(longest, len(window) - 1)
-            if windows and (rows + 1) * longest > self.tokens_per_batch:
-                break
-            windows.append((window, i))
-            rows += 1
-        width = max(len(w) - 1 for w, _ in windows)
-        inputs = torch.zeros(len(windows), width, dtype=torch.long)
-        targets = torch.full((len(windows), width), -1, dtype=torch.long)
-        for r, (w, _) in enumerate(windows):
-            inputs[r, : len(w) - 1] = w[:-1]
-            targets[r, : len(w) - 1] = w[1:]
-        controls = self.split.controls[[i for _, i in windows]].clone()
-        keep = (self._rand(*controls.shape) >= self.control_dropout).float()
-        return inputs, targets, controls * keep, int((targets >= 0).sum())
+        """(inputs [B, T], targets [B, T], controls [B, 2], real target tokens: all B x T)."""
+        rows = [self._row() for _ in range(max(1, self.tokens_per_batch // self.block_size))]
+        tokens = torch.stack([row for row, _ in rows])
+        controls = self.split.controls[[first for _, first in rows]].clone()
+        keep = (torch.rand(*controls.shape, generator=self.generator) >= self.control_dropout).float()
+        inputs, targets = tokens[:, :-1], tokens[:, 1:]
+        return inputs.contiguous(), targets.contiguous(), controls * keep, targets.numel()

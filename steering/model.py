@@ -226,4 +226,5 @@ def build_model(cfg: ModelConfig) -> _SandwichTransformer:
 
 
 def language_model_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = -1) -> torch.Tensor:
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=pad_id)
+    """Mean token cross-entropy, always in fp32 (bf16 logits would round the softmax)."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=pad_id)

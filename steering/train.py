@@ -20,6 +20,7 @@ import functools
 import json
 import math
 import os
+import shutil
 import statistics
 import time
 from collections import deque
@@ -91,9 +92,12 @@ class TrainConfig:
     eval_reviews: int = 200
     max_reviews: int = 0              # 0: all training reviews; else a fixed subset (tiny runs)
     tokenizer: str = ""               # reuse this tokenizer.json (so both archs share one)
+    contrast_u: float = 1.0           # |u| of the contrast's copies; the LM term fits u = ±1 (the data's labels)
     seed: int = 1234
     device: str = "auto"
     resume: bool = False
+    bf16: bool = False                # bf16 autocast for the forward pass (weights, optimizer, loss stay fp32)
+    save_every_s: float = 300.0       # resumable state at least this often (and at every eval)
     # model size
     vocab_size: int = 4096
     block_size: int = 128
@@ -248,8 +252,14 @@ def enter_stage2(sampler: data.BatchSampler, cfg: TrainConfig) -> None:
         sampler.rt_fraction = cfg.stage2_rt_fraction
 
 
+def autocast(cfg: TrainConfig, device: torch.device):
+    """bf16 autocast when cfg.bf16 (CPU matrix units or CUDA tensor cores), else a no-op context."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
+
+
 def stage1_loss(model, x, y, u, cfg: TrainConfig, skip_neighbors: tuple[bool, bool] = (False, False)):
-    logits, roughness = model(x, u, roughness_relative_to=cfg.roughness_relative_to, skip_neighbors=skip_neighbors)
+    with autocast(cfg, x.device):
+        logits, roughness = model(x, u, roughness_relative_to=cfg.roughness_relative_to, skip_neighbors=skip_neighbors)
     lm = language_model_loss(logits, y)
     return lm + cfg.roughness_weight * roughness, {"lm_loss": lm.item(), "roughness": roughness.item()}
 
@@ -312,16 +322,23 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig, contrast_token_weights: dict[i
     it prices the fluency cost of each side on its own, where the contrast only asks for a margin.
     """
     axes = [0] if cfg.contrast_axes == "sentiment" else [0, 1]
-    copies = [u]
+    # the LM term fits each row at its own label (u = ±1, as in the data); the contrast compares
+    # the label and its flip at |u| = contrast_u, so |u| > 1 is where steering is strong
+    contrast_own = u * cfg.contrast_u
+    copies = [u] if cfg.contrast_u == 1.0 else [u, contrast_own]
     for axis in axes:
-        flipped = u.clone()
+        flipped = contrast_own.clone()
         flipped[:, axis] = -flipped[:, axis]
         copies.append(flipped)
     if cfg.stage2_neutral_lm:
         copies.append(torch.zeros_like(u))
-    logits, roughness = model(torch.cat([x] * len(copies)), torch.cat(copies), roughness_relative_to=cfg.roughness_relative_to)
-    chunks = logits.chunk(len(copies))
+    with autocast(cfg, x.device):
+        logits, roughness = model(torch.cat([x] * len(copies)), torch.cat(copies),
+                                  roughness_relative_to=cfg.roughness_relative_to)
+    chunks = logits.float().chunk(len(copies))
     lm = language_model_loss(chunks[0], y)
+    if cfg.contrast_u != 1.0:
+        chunks = chunks[1:]   # from here on chunks[0] is the contrast's own copy
     safe_y = y.clamp_min(0)
     token_weight = (y >= 0).float()   # padding counts for nothing
     neutral_kl = lm.new_zeros(())
@@ -404,6 +421,9 @@ def _neutral_kl(own_logits, flipped_logits, zero_logits, sentiment, token_weight
 # ---------------------------------------------------------------- resumable state (no pickle)
 
 def _save_state(path: Path, model, opt, step: int, stage: int, sampler_gen: torch.Generator, history):
+    """Write the state into a fresh folder and swap it in, so a kill mid-save leaves the last good one."""
+    fresh, old = path.with_name(path.name + ".new"), path.with_name(path.name + ".old")
+    shutil.rmtree(fresh, ignore_errors=True)
     tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     opt_state = opt.state_dict()
     for pid, st in opt_state["state"].items():
@@ -411,10 +431,23 @@ def _save_state(path: Path, model, opt, step: int, stage: int, sampler_gen: torc
             tensors[f"opt.{pid}.{k}"] = torch.as_tensor(v).cpu().contiguous()
     tensors["rng.sampler"] = sampler_gen.get_state()
     tensors["rng.torch"] = torch.get_rng_state()
-    path.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(path / "state.safetensors"))
-    (path / "state.json").write_text(json.dumps({
+    fresh.mkdir(parents=True)
+    save_file(tensors, str(fresh / "state.safetensors"))
+    (fresh / "state.json").write_text(json.dumps({
         "step": step, "stage": stage, "param_groups": opt_state["param_groups"], "grad_history": list(history)}))
+    if path.is_dir():
+        shutil.rmtree(old, ignore_errors=True)
+        path.rename(old)
+    fresh.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _resume_dir(path: Path) -> Path | None:
+    """The last complete saved state: `path`, or its `.old` copy when a kill came mid-swap."""
+    for candidate in (path, path.with_name(path.name + ".old")):
+        if (candidate / "state.json").is_file():
+            return candidate
+    return None
 
 
 def _load_state(path: Path, model, opt, sampler_gen: torch.Generator):
@@ -502,9 +535,10 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         stages.append((2, cfg.stage2_steps, cfg.stage2_lr))
 
     state_dir = out / "resume"
+    saved = _resume_dir(state_dir) if cfg.resume else None
     start_stage, start_step, history = 1, 0, deque(maxlen=200)
-    if cfg.resume and (state_dir / "state.json").is_file():
-        start_stage = json.loads((state_dir / "state.json").read_text())["stage"]
+    if saved is not None:
+        start_stage = json.loads((saved / "state.json").read_text())["stage"]
     log_path = out / LOG
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
@@ -523,8 +557,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             model.field.alpha.requires_grad_(False)
         opt = _make_optimizer(model, lr, cfg.weight_decay if stage == 1 else 0.0, cfg.field_out_lr_scale,
                               cfg.stage2_control_lr_scale if stage == 2 else 1.0)
-        if cfg.resume and stage == start_stage and (state_dir / "state.json").is_file():
-            meta = _load_state(state_dir, model, opt, sampler_gen)
+        if saved is not None and stage == start_stage:
+            meta = _load_state(saved, model, opt, sampler_gen)
             start_step, history = meta["step"], deque(meta["grad_history"], maxlen=200)
             if rank == 0:
                 _truncate_log(log_path, stage, start_step)
@@ -543,6 +577,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         bar = tqdm(range(start_step, n_steps), desc=f"{cfg.arch} stage {stage}", disable=not progress or rank != 0,
                    initial=start_step, total=n_steps)
         model.train()
+        last_save = stage_start = time.perf_counter()
         for step in bar:
             t0 = time.perf_counter()
             base_lr = _lr_at(step, n_steps, lr, cfg.warmup if stage == 1 else cfg.warmup // 4)
@@ -581,24 +616,40 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                 if cfg.arch == "hybrid":
                     record["val_loss_conditioned"] = evaluate_loss(model, val_x.to(device), val_y.to(device),
                                                                    val_u.to(device))
+            if "val_loss" in record or time.perf_counter() - last_save >= cfg.save_every_s:
                 _save_state(state_dir, model, opt, step + 1, stage, sampler_gen, history)
+                last_save = time.perf_counter()
             with log_path.open("a") as f:
                 f.write(json.dumps(record) + "\n")
             bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tokens_per_s:,.0f}")
+            if not progress and (step + 1) % 50 == 0:
+                print(progress_line(cfg.arch, stage, step + 1, n_steps, start_step,
+                                    time.perf_counter() - stage_start, record), flush=True)
         start_step = 0
+        if stage == 1 and len(stages) > 1 and rank == 0 and (state_dir / "state.json").is_file():
+            # stage 1's end state, kept: stage-2 variants resume from a copy of it (runs/, not shipped)
+            shutil.copytree(state_dir, out / "stage1_end", dirs_exist_ok=True)
 
     if rank == 0:
         meta = {"train": asdict(cfg), "initial_val_loss": first_val, "world_size": world,
                 "parameters": model.num_parameters()}
         save_checkpoint(model, out, tok, meta)
-        for name in ("state.safetensors", "state.json"):
-            (state_dir / name).unlink(missing_ok=True)
-        if state_dir.is_dir():
-            state_dir.rmdir()
+        for folder in (state_dir, state_dir.with_name("resume.old"), state_dir.with_name("resume.new")):
+            shutil.rmtree(folder, ignore_errors=True)
     _barrier(world)
     if world > 1:
         dist.destroy_process_group()
     return out
+
+
+def progress_line(arch: str, stage: int, done: int, total: int, first: int, elapsed_s: float, record: dict) -> str:
+    """One log line with the stage's progress and its ETA from this run's own pace (logs, nohup)."""
+    rate = (done - first) / max(elapsed_s, 1e-9)
+    eta = (total - done) / rate if rate > 0 else float("inf")
+    shown = "?" if not math.isfinite(eta) else f"{int(eta // 3600)}h{int(eta % 3600 // 60):02d}m"
+    val = f", val {record['val_loss']:.3f}" if "val_loss" in record else ""
+    return (f"{arch} stage {stage}: step {done}/{total} ({100 * done / total:.0f}%), loss {record['loss']:.3f}{val}, "
+            f"{record['tokens_per_s']:,.0f} tok/s, ETA {shown}")
 
 
 def _truncate_log(log_path: Path, stage: int, step: int):

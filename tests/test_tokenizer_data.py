@@ -44,19 +44,45 @@ def test_controls_come_from_label_and_source():
     assert data.Review("x", 0, "rotten_tomatoes").control == (-1.0, -1.0)
 
 
-def test_batches_have_one_source_padding_and_control_dropout(small_tokenizer):
+def test_packed_rows_hold_one_control_no_padding_and_review_boundaries(small_tokenizer):
     import torch
     reviews = data.train_reviews()[::50]
-    split = data.encode_reviews(small_tokenizer, reviews, bos_id(small_tokenizer))
-    sampler = data.BatchSampler(split, block_size=32, tokens_per_batch=512,
+    bos = bos_id(small_tokenizer)
+    split = data.encode_reviews(small_tokenizer, reviews, bos)
+    sampler = data.BatchSampler(split, block_size=32, tokens_per_batch=512, rt_fraction=0.5,
                                 generator=torch.Generator().manual_seed(0), control_dropout=0.5)
-    zeros, total = 0, 0
+    texts = {tuple(t.tolist()) for t in split.tokens}
+    zeros, total, starts, sources = 0, 0, 0, set()
     for _ in range(30):
         x, y, u, n = sampler.sample()
-        assert x.shape == y.shape and x.shape[1] <= 32 and x.numel() <= 512
-        assert n == int((y >= 0).sum())
-        styles = set(u[:, 1].tolist()) - {0.0}
-        assert len(styles) <= 1  # a batch holds one source
+        assert x.shape == y.shape == (16, 32) and n == 512 and (y >= 0).all()   # every slot a real token
+        assert torch.equal(x[:, 1:], y[:, :-1])                                  # targets are the next tokens
         zeros += int((u == 0).sum())
         total += u.numel()
+        starts += int((x[:, 0] == bos).sum())
+        sources |= set(u[:, 1].tolist()) - {0.0}
+        for row in torch.cat([x, y[:, -1:]], 1):
+            # every review packed after the first is whole from its BOS (the last one may be cut)
+            cuts = (row == bos).nonzero().flatten().tolist()
+            for a, b in zip(cuts, cuts[1:]):
+                assert tuple(row[a:b].tolist()) in texts
     assert 0.35 < zeros / total < 0.65
+    assert 0.3 < starts / (30 * 16) < 0.9      # about start_prob of the rows open a review, the rest mid-review
+    assert sources == {-1.0, 1.0}
+
+
+def test_packed_rows_are_one_label_and_source():
+    import torch
+    # tokens that name their review's group, so a row's content shows which groups it drew from
+    groups = [(1, "imdb"), (0, "imdb"), (1, "rotten_tomatoes"), (0, "rotten_tomatoes")]
+    reviews = [data.Review("x", label, source) for label, source in groups for _ in range(5)]
+    tokens = [torch.tensor([0] + [10 + g] * (3 + i)) for g in range(4) for i in range(5)]
+    split = data.EncodedSplit(tokens, torch.tensor([r.control for r in reviews]), [r.source for r in reviews])
+    sampler = data.BatchSampler(split, block_size=20, tokens_per_batch=400, rt_fraction=0.5,
+                                generator=torch.Generator().manual_seed(1), control_dropout=0.0)
+    x, y, u, _ = sampler.sample()
+    for row, control in zip(x, u):
+        group = set(row.tolist()) - {0}
+        assert len(group) == 1
+        label, source = groups[group.pop() - 10]
+        assert tuple(control.tolist()) == data.Review("x", label, source).control

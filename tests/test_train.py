@@ -41,6 +41,9 @@ def test_tiny_preset_lowers_heldout_loss_and_logs_every_step(tiny_run):
     assert {r["stage"] for r in log} == {1, 2}
     assert all("contrast_loss" in r for r in log if r["stage"] == 2)
     assert not (tiny_run / "resume").exists()
+    # stage 1's end state stays, for stage-2 variants to resume from
+    kept = json.loads((tiny_run / "stage1_end" / "state.json").read_text())
+    assert (kept["stage"], kept["step"]) == (1, cfg["steps"])
 
 
 def test_stage2_trains_only_the_ode_block_and_late_blocks(tiny_run, tmp_path):
@@ -551,7 +554,7 @@ def test_stage2_neutral_kl_prices_each_sides_distance_from_u_zero(small_hybrid):
         expected = 2.0 * kl_from_zero(1.0) + 0.5 * kl_from_zero(-1.0)
     assert expected > 0
     assert parts["neutral_kl"] == pytest.approx(expected, rel=1e-4)
-    assert float(priced - plain) == pytest.approx(expected, rel=1e-4)
+    assert float(priced - plain) == pytest.approx(expected, abs=1e-5)  # a difference of two ~10-nat losses: fp32 cancellation
     with torch.no_grad():   # a block that ignores u puts every side at u = 0's distribution
         small_hybrid.field.alpha.zero_()
         _, blind = stage2_loss(small_hybrid, x, x, u, make_config("tiny", positive_kl_weight=2.0, **common))
@@ -601,3 +604,65 @@ def test_stage2_control_lr_scale_raises_only_the_control_embeddings_lr(small_hyb
         assert lr_of[id(p)] == pytest.approx(expected), name
     assert {n for n, _ in small_hybrid.named_parameters() if n.startswith("field.control_embed")} == \
         {"field.control_embed.weight", "field.control_embed_negative.weight"}
+
+
+def _train_cli(out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "steering", "train", "--preset", "tiny", "--out", str(out), "--no-progress",
+            "--steps", "30", "--stage2-steps", "10", "--max-reviews", "1500", "--eval-every", "10", "--bf16",
+            "--save-every-s", "0", *extra]
+
+
+def test_a_killed_bf16_run_resumes_with_the_uninterrupted_runs_losses(tmp_path):
+    """SIGKILL at an arbitrary moment (mid-step or mid-save), then --resume: every logged loss is
+    bit for bit the uninterrupted run's."""
+    import time
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run(_train_cli(tmp_path / "straight"), check=True, cwd=ROOT, env=env, capture_output=True)
+    tokenizer = str(tmp_path / "straight" / "tokenizer.json")
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(_train_cli(killed, "--tokenizer", tokenizer), cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = killed / "train_log.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if log.is_file() and len(log.read_text().splitlines()) >= 17:   # in stage 1, past an eval
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = len(log.read_text().splitlines())
+    assert done_before < 40 and (killed / "resume").is_dir() or (killed / "resume.old").is_dir()
+    subprocess.run(_train_cli(killed, "--tokenizer", tokenizer, "--resume"), check=True, cwd=ROOT, env=env,
+                   capture_output=True)
+    straight, resumed = read_log(tmp_path / "straight"), read_log(killed)
+    assert [(r["stage"], r["step"]) for r in resumed] == [(r["stage"], r["step"]) for r in straight]
+    assert [r["loss"] for r in resumed] == [r["loss"] for r in straight]
+    assert [r.get("val_loss") for r in resumed] == [r.get("val_loss") for r in straight]
+    assert not (killed / "resume").exists() and not (killed / "resume.old").exists()
+
+
+def test_bf16_training_keeps_the_solver_and_fp32_inference_agrees(tmp_path, small_tokenizer):
+    from steering.ode import SolverConfig
+    out = train(make_config("tiny", out=str(tmp_path / "bf16"), bf16=True, **QUICK), progress=False)
+    model, tok, config = load_checkpoint(out)
+    last_val = [r["val_loss"] for r in read_log(out) if "val_loss" in r][-1]
+    assert last_val < config["meta"]["initial_val_loss"] - 0.5          # it learned
+    x = torch.tensor([[0] + tok.encode("The movie was good and the acting was fine", add_special_tokens=False).ids])
+    u = torch.tensor([[1.0, 0.0]])
+    with torch.no_grad():
+        fp32, _ = model(x, u)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            bf16, _ = model(x, u)
+        h0 = model.encode(x)
+        # fixed-step solvers only: under bf16 the field's rounding noise enters dopri5's error
+        # estimate and it takes more steps (measured here: 14 -> 20), which is why the lab infers in fp32
+        for solver in (SolverConfig("euler", steps=4), SolverConfig("rk4", steps=2)):
+            plain = model.middle(h0, u, solver)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                autocast = model.middle(h0, u, solver)
+            assert plain.nfe == autocast.nfe, solver.label()
+    assert model.middle(h0, u, SolverConfig("euler", steps=4)).nfe == 4
+    p32, p16 = fp32.float().softmax(-1), bf16.float().softmax(-1)
+    assert (p32 - p16).abs().sum(-1).max() < 0.05               # total variation per position
+    assert (p32 - p16).abs().sum(-1).max() > 0                  # bf16 did round something
