@@ -3,9 +3,10 @@ import numpy as np
 import streamlit as st
 
 import lab_ui as ui
+from steering.analysis.curvature import curvature_of, straightness_note
 from steering.analysis.pca import ProjectedPath
 from steering.analysis.trajectories import compute_trajectory, pooled
-from steering.figures.flow import pca_paths_figure
+from steering.figures.flow import curvature_figure, pca_paths_figure
 
 loaded = ui.model()
 ui.sidebar_controls()
@@ -67,4 +68,29 @@ for path in paths + [mine]:
         for k in range(3):
             rows[f"pc{k + 1}"].append(float(p[k]) if k < len(p) else float("nan"))
 ui.download_csv("Download these paths (CSV)", rows, "trajectories.csv", key="csv_paths")
+
+st.subheader("How curved are these paths?")
+curvature = curvature_of(trajectories, [p.points for p in paths])
+top = curvature.most_curved()
+note = straightness_note(loaded.config)
+
+
+def shown(value, pattern):
+    return "n/a" if value is None else pattern.format(value)
+
+
+c1, c2, c3 = st.columns(3)
+c1.metric("Largest arc / chord − 1", shown(top["arc_to_chord_excess"], "{:.1e}"),
+          help="Arc length Σ|ΔH| over chord |H(1) − H(0)|, in full space (every token's state together); 1 is a "
+               "straight line, so this is how much longer than straight the longest path is. " + note)
+c2.metric("Largest share ⟂ chord", shown(top["orthogonal_share"], "{:.2%}"),
+          help=f"At u = {shown(top['orthogonal_share_u'], '{:+.2f}')}: the widest the displacement H(τ) − H(0) ever "
+               "turns from the chord, as the share of it orthogonal to the chord (the sine of that angle); 0 is "
+               "straight. " + note)
+c3.metric("On the map", shown(top["orthogonal_share_map"], "{:.2%}"),
+          help="The same share for the projected paths drawn above (the token chosen there). With a fixed-step "
+               "solver the path between its steps is drawn straight (linear interpolation): pick dopri5 in the "
+               "sidebar to see the continuous path.")
+ui.plot(ui.styled(curvature_figure(curvature), height=380), key="curvature")
+st.caption(note)
 ui.sync_url("trajectories")

@@ -16,9 +16,48 @@ def test_regimes_json_has_the_promised_keys(small_checkpoint, capsys):
     assert len(out["u"]) == 9 and out["u"][0] == -2.0 and out["u"][-1] == 2.0
     assert set(out["nfe"]) == {"dopri5", "adaptive_heun"} and len(out["nfe"]["dopri5"]) == 9
     assert all(isinstance(n, int) and n >= 8 for n in out["nfe"]["dopri5"])
-    for key in ("switch_u", "crossover_u", "seconds", "agreement"):
+    for key in ("switch_u", "crossover_u", "seconds", "nfe_disagreement", "step_disagreement", "switches", "segments",
+                "crossover_to_switch", "reading"):
         assert key in out
+    assert "agreement" not in out and "step_agreement" not in out and "nfe_levels" not in out
     assert out["seconds"] > 0
+    d = out["nfe"]["dopri5"]
+    changes = [(out["u"][k] + out["u"][k + 1]) / 2 for k in range(8) if d[k] != d[k + 1]]
+    assert [s["u"] for s in out["switches"]] == pytest.approx(changes)
+    assert all(set(s) == {"u", "from_level", "to_level"} for s in out["switches"])
+
+
+def test_regimes_over_a_prompt_set(small_checkpoint, capsys):
+    from steering.evaluate import PROBE_PROMPT_VARIANTS
+    out = run_json(capsys, "analyze", "regimes", "--prompt-set", "probe", "--json", "--checkpoint",
+                   str(small_checkpoint), "--n-u", "5", "--null-draws", "100")
+    assert [row["prompt"] for row in out["prompts"]] == list(PROBE_PROMPT_VARIANTS)
+    for key in ("aligned_share", "median_distance", "null_aligned_share", "null_median_distance", "p_aligned_share",
+                "p_median_distance", "swapped_aligned_share", "n_prompts", "n_with_crossover", "threshold"):
+        assert key in out
+    assert out["n_prompts"] == 10 and out["null_draws"] == 100 and out["prompt_set"] == "probe"
+    for row in out["prompts"]:
+        assert set(row) >= {"switches", "crossover_u", "distance", "aligned"}
+    held = run_json(capsys, "analyze", "regimes", "--prompt-set", "heldout", "--n", "3", "--json", "--checkpoint",
+                    str(small_checkpoint), "--n-u", "3", "--null-draws", "10")
+    assert held["n_prompts"] == 3 and all(row["prompt"] and not row["prompt"].startswith("<") for row in held["prompts"])
+    assert main(["analyze", "regimes", "--prompt-set", "probe", "--checkpoint", str(small_checkpoint), "--n-u", "3",
+                 "--null-draws", "10"]) == 0
+    assert "shuffled-u null" in capsys.readouterr().out
+
+
+def test_curvature_json(small_checkpoint, tmp_path, capsys):
+    out = run_json(capsys, "analyze", "curvature", "--json", "--checkpoint", str(small_checkpoint), "--n-u", "3",
+                   "--n-tau", "9", "--cache", str(tmp_path / "c"))
+    assert out["u"] == [-2.0, 0.0, 2.0] and out["n_tau"] == 9 and out["solver"].startswith("dopri5")
+    for key in ("arc_to_chord", "orthogonal_share", "arc_to_chord_map", "orthogonal_share_map"):
+        assert len(out[key]) == 3
+    assert all(r >= 1 for r in out["arc_to_chord"]) and all(0 <= s <= 1 for s in out["orthogonal_share"])
+
+
+def test_prompt_set_is_for_regimes_only(small_checkpoint, capsys):
+    assert main(["analyze", "sweep", "--prompt-set", "probe", "--checkpoint", str(small_checkpoint)]) == 2
+    assert "--prompt-set applies to regimes" in capsys.readouterr().err
 
 
 def test_convergence_and_divergence_json(small_checkpoint, capsys):
@@ -31,7 +70,7 @@ def test_convergence_and_divergence_json(small_checkpoint, capsys):
     assert div["divergence_along_tau"][0] == 0.0
 
 
-@pytest.mark.parametrize("kind", ["trajectory", "sweep", "lens", "tolerance", "contraction"])
+@pytest.mark.parametrize("kind", ["trajectory", "sweep", "lens", "tolerance", "contraction", "regimes"])
 def test_every_kind_prints_text(small_checkpoint, capsys, kind):
     assert main(["analyze", kind, "--checkpoint", str(small_checkpoint), "--n-u", "3", "--n-tau", "5",
                  "--tolerances", "1e-2", "1e-4", "--u-values", "1"]) == 0

@@ -1,7 +1,9 @@
 import numpy as np
 import pytest
 
-from steering.analysis.regimes import crossing, level_switch, nfe_regimes, tolerance_scaling
+from steering.analysis.changepoints import level_switches
+from steering.analysis.regimes import (crossing, nearest_switch, nfe_regimes, profile_summary, regimes_reading,
+                                       relative_difference, tolerance_scaling)
 from steering.ode import SolverConfig, SolverStepLimitError
 
 
@@ -19,16 +21,61 @@ def test_each_u_is_its_own_solve_and_nfe_is_counted(small_hybrid, small_tokenize
     assert np.all(r.steps["dopri5"] >= 1)
     assert np.all((r.target_probability >= 0) & (r.target_probability <= 1))
     assert r.target_raw.shape == (9, 2)
-    assert 0 <= r.agreement and 0 <= r.step_agreement
+    assert r.nfe_disagreement == pytest.approx(relative_difference(r.nfe["dopri5"], r.nfe["adaptive_heun"]))
+    assert r.step_disagreement == pytest.approx(relative_difference(r.steps["dopri5"], r.steps["adaptive_heun"]))
+    # a switch midway between every pair of neighbours whose NFE differ, and nowhere else
+    d = r.nfe["dopri5"]
+    changes = [(grid[k] + grid[k + 1]) / 2 for k in range(len(grid) - 1) if d[k] != d[k + 1]]
+    assert [s.u for s in r.switches] == pytest.approx(changes)
+    assert sum(seg.points for seg in r.segments) == 9
+    assert "agreement" not in r.to_dict() and "step_agreement" not in r.to_dict()
+    assert {"nfe_disagreement", "step_disagreement", "switches", "segments", "reading"} <= set(r.to_dict())
 
 
-def test_level_switch_and_crossing_on_known_curves():
+def test_disagreement_is_the_largest_relative_difference():
+    # the shipped model's accepted steps: dopri5 3 / 2, adaptive_heun 6 / 5
+    assert relative_difference([3, 2, 3], [6, 5, 6]) == pytest.approx(3 / 3.5)
+    assert relative_difference([14, 20], [14, 20]) == 0.0
+    assert relative_difference([10], [12]) == pytest.approx(2 / 11)
+    assert relative_difference([10], [12]) == relative_difference([12], [10])
+
+
+def test_the_reading_of_the_shipped_profile():
+    u = np.round(np.linspace(-2, 2, 41), 6)
+    nfe = np.where((u > -0.55) & (u < 0.45), 14, 20)
+    switches, segments = level_switches(u, nfe)
+    assert regimes_reading(segments, -0.03) == ("two regimes: 14 NFE for -0.55 < u < 0.45, 20 outside; the crossover "
+                                                "(u = -0.03) lies inside the low-NFE band, 0.48 from the nearest "
+                                                "switch (u = 0.45)")
+    assert regimes_reading(segments, -0.62).endswith("sits on the switch at u = -0.55 (0.07 away)")
+    assert regimes_reading(segments, None).endswith("never crosses 50% on the grid")
+    assert regimes_reading(level_switches(u, np.full(41, 14))[1], 0.1).startswith("one regime: 14 NFE at every u")
+    three = level_switches(u, np.select([u < -1.0, u < 0.0, u < 1.2], [26, 20, 14], 20))[1]
+    assert regimes_reading(three, 0.5) == ("three regimes: 14 NFE for -0.05 < u < 1.15; 20 NFE for -1.05 < u < -0.05 "
+                                           "and u > 1.15; 26 NFE for u < -1.05; the crossover (u = 0.50) lies inside "
+                                           "the 14-NFE band, 0.55 from the nearest switch (u = -0.05)")
+    assert nearest_switch(switches, -0.03) == pytest.approx(0.45) and nearest_switch(switches, None) is None
+    assert nearest_switch([], 0.0) is None
+
+
+def test_profile_summary_keeps_the_switch_nearest_the_crossover():
+    u = np.round(np.linspace(-2, 2, 41), 6)
+    nfe = {"dopri5": np.where((u > -0.55) & (u < 0.45), 14, 20), "adaptive_heun": np.where(np.abs(u) < 1.05, 7, 8)}
+    steps = {"dopri5": np.where((u > -0.55) & (u < 0.45), 2, 3), "adaptive_heun": nfe["adaptive_heun"] - 2}
+    p = 1 / (1 + np.exp(-3 * (u + 0.6)))                       # crossing at -0.6: on the left switch
+    s = profile_summary(u, nfe, steps, p)
+    assert [x.u for x in s["switches"]] == pytest.approx([-0.55, 0.45])
+    assert s["crossover_u"] == pytest.approx(-0.6, abs=0.01) and s["switch_u"] == pytest.approx(-0.55)
+    assert s["crossover_to_switch"] == pytest.approx(0.05, abs=0.01)
+    assert s["step_disagreement"] == pytest.approx(3 / 3.5) and s["nfe_disagreement"] == pytest.approx(13 / 13.5)   # 20 vs 7 at u = ±0.6
+    assert "sits on the switch at u = -0.55" in s["reading"]
+    none = profile_summary(u, {"dopri5": np.full(41, 14)}, {"dopri5": np.full(41, 2)}, np.full(41, 0.9))
+    assert none["switches"] == [] and none["switch_u"] is None and none["crossover_to_switch"] is None
+    assert none["nfe_disagreement"] == none["step_disagreement"] == 0.0
+
+
+def test_crossing_on_known_curves():
     u = np.linspace(-2, 2, 41)
-    nfe = np.where(u < 0.3, 20, 14)
-    nfe[5] = 26                                                 # an outlier does not move the switch
-    switch, levels = level_switch(u, nfe)
-    assert switch == pytest.approx(0.25) and levels[0] > 19 and levels[1] == 14
-    assert level_switch(u, np.full(41, 14)) == (None, None)
     p = 1 / (1 + np.exp(-3 * (u - 0.37)))
     assert crossing(u, p) == pytest.approx(0.37, abs=0.01)
     assert crossing(u, np.full(41, 0.9)) is None

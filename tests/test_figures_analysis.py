@@ -6,9 +6,9 @@ import plotly.graph_objects as go
 import pytest
 
 from steering.figures.dynamics import contraction_figure, convergence_figure
-from steering.figures.flow import pca_paths_figure, probes_figure, u_colors
+from steering.figures.flow import curvature_figure, pca_paths_figure, probes_figure, u_colors
 from steering.figures.lens import depth_lens_heatmap, depth_lens_positions_heatmap, visible
-from steering.figures.regimes import nfe_regimes_figure, steering_sweep_figure, tolerance_figure
+from steering.figures.regimes import alignment_figure, nfe_regimes_figure, steering_sweep_figure, tolerance_figure
 from steering.figures.solvers import divergence_figure, eval_points_figure
 
 TAU = np.linspace(0, 1, 5)
@@ -55,14 +55,18 @@ def test_divergence_and_eval_points():
 
 def test_nfe_regimes_tolerance_and_sweep():
     u = np.linspace(-2, 2, 41)
-    regimes = NS(u=u, nfe={"dopri5": np.where(u < 0.3, 20, 14), "adaptive_heun": np.where(u < 0.3, 12, 10)},
-                 target_probability=1 / (1 + np.exp(-u)), targets=[" good", " bad"], switch_u=0.25,
+    regimes = NS(u=u, nfe={"dopri5": np.where((u > -0.55) & (u < 0.45), 14, 20), "adaptive_heun": np.full(41, 7)},
+                 target_probability=1 / (1 + np.exp(-u)), targets=[" good", " bad"],
+                 switches=[NS(u=-0.55, from_level=20.0, to_level=14.0), NS(u=0.45, from_level=14.0, to_level=20.0)],
                  crossover_u=0.0, axis="sentiment")
     fig = nfe_regimes_figure(regimes)
     assert len(fig.data) == 3 and fig.layout.xaxis.title.text == "control u (sentiment)"
-    assert len(fig.layout.shapes) == 2 and {s.x0 for s in fig.layout.shapes} == {0.25, 0.0}
+    assert len(fig.layout.shapes) == 3 and {s.x0 for s in fig.layout.shapes} == {-0.55, 0.45, 0.0}
+    labels = [a.text for a in fig.layout.annotations]
+    assert any(t.startswith("20 → 14 NFE") for t in labels) and any(t.startswith("14 → 20 NFE") for t in labels)
     assert fig.layout.yaxis.title.text == "function evaluations (NFE)" and max(fig.data[0].y) == 20
-    assert len(nfe_regimes_figure(NS(**{**regimes.__dict__, "switch_u": None})).layout.shapes) == 1
+    assert fig.data[0].line.shape == "hvh"                      # each level change drawn midway, on its switch
+    assert len(nfe_regimes_figure(NS(**{**regimes.__dict__, "switches": []})).layout.shapes) == 1
     scaling = NS(tolerances=np.array([1e-2, 1e-4, 1e-6]), nfe=np.array([14, 20, 26]), slope=0.15, solver="dopri5")
     fig = tolerance_figure(scaling)
     assert len(fig.data) == 2 and fig.layout.xaxis.type == "log" and "0.150" in fig.data[1].name
@@ -72,6 +76,37 @@ def test_nfe_regimes_tolerance_and_sweep():
     fig = steering_sweep_figure(sweep, relative=True)
     assert len(fig.data) == 2 and fig.layout.xaxis.title.text == "control u (style)"
     assert fig.layout.yaxis.range == (0, 1.02) and max(fig.data[0].y) <= 1
+
+
+def test_alignment_strip_plot():
+    rows = [NS(prompt="The movie was", switches=[NS(u=-0.55), NS(u=0.45)], crossover_u=-0.03, aligned=False),
+            NS(prompt="A long prompt " * 5, switches=[NS(u=-0.65), NS(u=0.65)], crossover_u=-0.65, aligned=True),
+            NS(prompt="Flat", switches=[], crossover_u=None, aligned=False)]
+    alignment = NS(prompts=rows, u=np.linspace(-2, 2, 41),
+                   stats={"threshold": 0.1, "aligned_share": 0.5, "null_aligned_share": 0.1})
+    fig = alignment_figure(alignment)
+    bands, switches, crossovers = fig.data
+    assert list(switches.x) == [-0.55, 0.45, -0.65, 0.65] and len(set(switches.y)) == 2
+    assert [x for x in bands.x if x is not None] == pytest.approx([-0.65, -0.45, 0.35, 0.55, -0.75, -0.55, 0.55, 0.75])
+    assert list(crossovers.x) == [-0.03, -0.65] and list(crossovers.marker.symbol) == ["diamond-open", "diamond"]
+    assert "aligned 50% (a random crossover: 10%)" in fig.layout.title.text
+    assert list(fig.layout.yaxis.categoryarray or []) == [] and fig.layout.yaxis.autorange == "reversed"
+    with pytest.raises(ValueError):
+        alignment_figure(NS(prompts=[], u=[0.0], stats={}))
+
+
+def test_curvature_figure():
+    u = np.array([-1.0, 0.0, 1.0])
+    c = NS(u=u, arc_to_chord=np.array([1.0, 1.001, 1.01]), orthogonal_share=np.array([0.0, 0.02, 0.05]),
+           arc_to_chord_map=np.array([1.0, 1.0, 1.002]), orthogonal_share_map=np.array([0.0, 0.01, 0.03]),
+           axis="sentiment")
+    fig = curvature_figure(c)
+    assert len(fig.data) == 4 and fig.layout.yaxis.type == "log"
+    assert list(fig.data[0].y) == pytest.approx([0.0, 0.001, 0.01]) and list(fig.data[1].y) == [0.0, 0.02, 0.05]
+    assert fig.layout.xaxis.title.text == "control u (sentiment)"
+    alone = curvature_figure(NS(u=u, arc_to_chord=c.arc_to_chord, orthogonal_share=c.orthogonal_share,
+                                arc_to_chord_map=None, orthogonal_share_map=None))
+    assert len(alone.data) == 2
 
 
 def test_depth_lens_heatmaps():

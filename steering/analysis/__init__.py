@@ -2,6 +2,9 @@
 
 One module per concept; the names most callers need are re-exported here.
 """
+from .alignment import Alignment, alignment_statistics, regimes_over_prompts
+from .changepoints import Segment, Switch, level_switches
+from .curvature import Curvature, curvature_by_u, curvature_of, path_curvature
 from .dynamics import Contraction, Convergence, contraction, contraction_by_u, convergence, convergence_study
 from .inputs import PATH_SOLVER, REFERENCE_SOLVER
 from .lens import DepthLens, depth_lens
@@ -14,6 +17,8 @@ from .sweep import Sweep, next_token_distribution, steering_sweep
 from .trajectories import Trajectory, compute_trajectory, pooled
 
 __all__ = [
+    "Alignment", "Curvature", "Segment", "Switch", "alignment_statistics", "curvature_by_u", "curvature_of",
+    "level_switches", "path_curvature", "regimes_over_prompts",
     "Contraction", "Convergence", "DepthLens", "MiddleWork", "PCAMap", "PATH_SOLVER", "Probes", "ProjectedPath",
     "REFERENCE_SOLVER", "Regimes", "SolverComparison", "Sweep", "ToleranceScaling", "Trajectory",
     "checkpoint_identity", "compare_solvers", "compute_trajectory", "contraction", "contraction_by_u",

@@ -11,7 +11,8 @@ import numpy as np
 from ..ode import ADAPTIVE_SOLVERS, CONTROL_AXES, SolverConfig
 
 KINDS = ("trajectory", "pca", "divergence", "regimes", "tolerance", "sweep", "lens", "contraction", "convergence",
-         "probes", "middle", "fluency", "wordprobe")
+         "probes", "middle", "fluency", "wordprobe", "curvature")
+PROMPT_SETS = ("probe", "heldout")
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "steering-analysis-cache"
 
 
@@ -39,6 +40,10 @@ def add_analyze_args(p):
 
     p.add_argument("kind", choices=KINDS, help="which analysis")
     p.add_argument("--prompt", default="The movie was", help="prompt text")
+    p.add_argument("--prompt-set", choices=PROMPT_SETS, default=None,
+                   help="regimes over many prompts and the alignment of crossover and switches: 'probe' (the "
+                        "evaluation's 10 probe prompts) or 'heldout' (the first tokens of --n held-out reviews)")
+    p.add_argument("--n", dest="n_prompts", type=int, default=20, help="held-out prompts (--prompt-set heldout)")
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--sentiment", type=float, default=0.0, help="control u: sentiment (-3..3)")
@@ -46,21 +51,22 @@ def add_analyze_args(p):
     p.add_argument("--axis", default="sentiment", choices=CONTROL_AXES, help="control axis swept (regimes, sweep, pca)")
     p.add_argument("--u-min", type=float, default=-2.0)
     p.add_argument("--u-max", type=float, default=2.0)
-    p.add_argument("--n-u", type=int, default=41, help="points of the u grid (regimes, sweep)")
+    p.add_argument("--n-u", type=int, default=41, help="points of the u grid (regimes, sweep, curvature)")
     p.add_argument("--u-values", type=float, nargs="+", default=[-1.0, 0.0, 1.0], help="controls compared (contraction)")
     p.add_argument("--targets", nargs="+", default=[" good", " bad"], help="target tokens (regimes, sweep)")
     p.add_argument("--solvers", nargs="+", default=["dopri5", "adaptive_heun"], choices=ADAPTIVE_SOLVERS,
                    help="adaptive solvers compared (regimes)")
     p.add_argument("--tolerances", type=float, nargs="+", default=[1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8])
-    p.add_argument("--reference-rtol", type=float, default=1e-7, help="dopri5 reference (divergence)")
-    p.add_argument("--reference-atol", type=float, default=1e-9, help="dopri5 reference (divergence)")
+    p.add_argument("--reference-rtol", type=float, default=1e-7, help="dopri5 reference (divergence, curvature)")
+    p.add_argument("--reference-atol", type=float, default=1e-9, help="dopri5 reference (divergence, curvature)")
     p.add_argument("--n-tau", type=int, default=None, help="τ grid points (default 33; lens 11)")
+    p.add_argument("--null-draws", type=int, default=2000, help="draws of the shuffled-u null (--prompt-set)")
     p.add_argument("--top-k", type=int, default=5, help="tokens per τ (lens)")
     p.add_argument("--convergence-steps", type=int, default=64, help="largest N (convergence)")
     p.add_argument("--n-reviews", type=int, default=None,
                    help="held-out reviews used (probes: 400; middle: 200 per label and source, as evaluate; "
                         "fluency: 50 prompts, as evaluate)")
-    p.add_argument("--cache", default=str(DEFAULT_CACHE), help="where the PCA map is stored (pca)")
+    p.add_argument("--cache", default=str(DEFAULT_CACHE), help="where the PCA map is stored (pca, curvature)")
 
 
 def _grid(args) -> np.ndarray:
@@ -74,6 +80,8 @@ def _grid(args) -> np.ndarray:
 def run_analyze(args, solver: SolverConfig) -> None:
     from ..checkpoint import load_checkpoint
 
+    if args.prompt_set is not None and args.kind != "regimes":
+        raise ValueError(f"--prompt-set applies to regimes, not {args.kind}")
     model, tok, _ = load_checkpoint(args.checkpoint)
     u = [args.sentiment, args.style]
     n_tau = args.n_tau
@@ -117,15 +125,75 @@ def _divergence(args, model, tok, u, solver, n_tau):
 
 
 def _regimes(args, model, tok, u, solver, n_tau):
+    if args.prompt_set is not None:
+        return _regimes_over_prompts(args, model, tok)
     from .regimes import nfe_regimes
     r = nfe_regimes(model, tok, args.prompt, _grid(args), solvers=tuple(args.solvers), rtol=args.rtol, atol=args.atol,
                     axis=args.axis, targets=tuple(args.targets), max_steps=args.max_steps)
     lines = [f"{len(r.u)} values of u in [{r.u[0]:g}, {r.u[-1]:g}] at rtol {r.rtol:g}, atol {r.atol:g}: {r.seconds:.2f} s"]
     for name, values in r.nfe.items():
-        lines.append(f"  {name}: NFE {int(values.min())}..{int(values.max())}")
-    lines.append(f"agreement (max relative NFE difference) {r.agreement:.3f}; accepted steps {r.step_agreement:.3f}")
-    lines.append(f"regime switch u = {r.switch_u}, levels {r.nfe_levels}; semantic crossover u = {r.crossover_u}")
+        lines.append(f"  {name}: NFE {int(values.min())}..{int(values.max())}, "
+                     f"accepted steps {int(r.steps[name].min())}..{int(r.steps[name].max())}")
+    lines.append(f"disagreement, max over u of |a - b| / mean(a, b): accepted steps {r.step_disagreement:.3f}, "
+                 f"NFE {r.nfe_disagreement:.3f}")
+    lines.append("switches: " + (", ".join(f"u = {s.u:+.2f} ({s.from_level:g} -> {s.to_level:g})" for s in r.switches)
+                                 or "none"))
+    lines.append(r.reading)
     return r.to_dict(), "\n".join(lines)
+
+
+def prompt_set(name: str, tok, n: int) -> list[str]:
+    """The prompts of a named set: the evaluation's probe prompts, or the openings of n held-out reviews."""
+    from ..evaluate import PROBE_PROMPT_VARIANTS, heldout_prompts
+    from ..tokenizer import decode
+    if name == "probe":
+        return list(PROBE_PROMPT_VARIANTS)
+    if name == "heldout":
+        if n < 1:
+            raise ValueError(f"--n must be at least 1, got {n}")
+        return [decode(tok, ids[1:]) for ids in heldout_prompts(tok, n)]     # without the BOS the encoder adds back
+    raise ValueError(f"unknown prompt set {name!r}; choose from {', '.join(PROMPT_SETS)}")
+
+
+def _regimes_over_prompts(args, model, tok):
+    from .alignment import regimes_over_prompts
+    prompts = prompt_set(args.prompt_set, tok, args.n_prompts)
+    a = regimes_over_prompts(model, tok, prompts, _grid(args), solvers=tuple(args.solvers), rtol=args.rtol,
+                             atol=args.atol, axis=args.axis, targets=tuple(args.targets), max_steps=args.max_steps,
+                             draws=args.null_draws, prompt_set=args.prompt_set)
+    s = a.stats
+    lines = [f"{s['n_prompts']} prompts ({args.prompt_set}), {len(a.u)} values of u in [{a.u[0]:g}, {a.u[-1]:g}], "
+             f"{a.solver} at rtol {a.rtol:g}: {a.seconds:.1f} s"]
+    for row in a.prompts:
+        where = "no crossover" if row.crossover_u is None else f"crossover {row.crossover_u:+.2f}"
+        far = "" if row.distance is None else f", {row.distance:.2f} from the nearest switch"
+        lines.append(f"  {row.prompt!r}: switches {[round(x.u, 2) for x in row.switches]}, {where}{far}")
+
+    def shown(x, pattern="{:.2f}"):
+        return "n/a" if x is None else pattern.format(x)
+    lines.append(f"aligned (distance <= {s['threshold']:g}): {shown(s['aligned_share'], '{:.0%}')} of "
+                 f"{s['n_with_crossover']} prompts with a crossover, median distance {shown(s['median_distance'])}")
+    lines.append(f"shuffled-u null: aligned {shown(s['null_aligned_share'], '{:.0%}')}, median distance "
+                 f"{shown(s['null_median_distance'])} (p = {shown(s['p_aligned_share'], '{:.3f}')} for the share, "
+                 f"{shown(s['p_median_distance'], '{:.3f}')} for the median)")
+    lines.append(f"swapped null (other prompts' switches): aligned {shown(s['swapped_aligned_share'], '{:.0%}')}, "
+                 f"median distance {shown(s['swapped_median_distance'])}")
+    return a.to_dict(), "\n".join(lines)
+
+
+def _curvature(args, model, tok, u, solver, n_tau):
+    from .curvature import curvature_by_u
+    from .pca import checkpoint_identity, pca_map_for_checkpoint
+    other = args.style if args.axis == "sentiment" else args.sentiment
+    reference = SolverConfig("dopri5", rtol=args.reference_rtol, atol=args.reference_atol, max_steps=args.max_steps)
+    pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(args.checkpoint), args.cache, axis=args.axis)
+    c = curvature_by_u(model, tok, args.prompt, _grid(args), reference, n_tau=n_tau or 33, axis=args.axis,
+                       other=other, pca_map=pca_map)
+    lines = [f"{args.prompt!r}, {c.solver}, {c.n_tau} τ points: arc / chord - 1 (0 = straight) and the largest "
+             "share of the displacement orthogonal to the chord; full space | PCA map"]
+    lines += [f"u={v:+.2f}: {a - 1:.2e}  {o:.4f} | {am - 1:.2e}  {om:.4f}" for v, a, o, am, om in
+              zip(c.u, c.arc_to_chord, c.orthogonal_share, c.arc_to_chord_map, c.orthogonal_share_map)]
+    return {"prompt": args.prompt, **c.to_dict()}, "\n".join(lines)
 
 
 def _tolerance(args, model, tok, u, solver, n_tau):
@@ -228,4 +296,4 @@ def _wordprobe(args, model, tok, u, solver, n_tau):
 ANALYSES = {"trajectory": _trajectory, "pca": _pca, "divergence": _divergence, "regimes": _regimes,
             "tolerance": _tolerance, "sweep": _sweep, "lens": _lens, "contraction": _contraction,
             "convergence": _convergence, "probes": _probes, "middle": _middle,
-            "fluency": _fluency, "wordprobe": _wordprobe}
+            "fluency": _fluency, "wordprobe": _wordprobe, "curvature": _curvature}

@@ -1,5 +1,8 @@
 """How much work the adaptive solvers do as the control moves: NFE regimes and resolution scaling.
 
+The regimes are the constant levels of dopri5's NFE against u, found by an exact penalised
+piecewise-constant fit (steering.analysis.changepoints): every switch, not just one.
+
 Every u is solved on its own (torchdiffeq's adaptive solvers pick one step size for a
 whole batch, which would couple the controls). Only the ODE block is solved per u; the
 prompt is encoded once and only the last position is decoded, all u in one batch.
@@ -13,11 +16,13 @@ import numpy as np
 import torch
 
 from ..ode import ADAPTIVE_SOLVERS, SolverConfig
+from .changepoints import Segment, Switch, level_switches
 from .inputs import axis_control, prompt_tensor, target_token_ids, u_grid_array
 from .sweep import target_probabilities
 from .trajectories import infer_adaptive_steps
 
 DEFAULT_U_GRID = tuple(np.round(np.linspace(-2.0, 2.0, 41), 6))
+ALIGNED_WITHIN = 0.1     # a crossover this close to a switch sits on it (one step of the default 41-point grid)
 DEFAULT_TOLERANCES = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
 
 
@@ -33,11 +38,14 @@ class Regimes:
     axis: str
     nfe: dict[str, np.ndarray]         # solver -> NFE per u
     steps: dict[str, np.ndarray]       # solver -> accepted steps per u
-    agreement: float                   # max over u of |NFE_a - NFE_b| / mean(NFE_a, NFE_b) (first two solvers)
-    step_agreement: float              # the same for accepted steps
-    switch_u: float | None             # where the first solver's NFE changes level (None: one level)
-    nfe_levels: tuple[float, float] | None   # mean NFE below and above the switch
+    nfe_disagreement: float            # max over u of |NFE_a - NFE_b| / mean(NFE_a, NFE_b) (first two solvers)
+    step_disagreement: float           # the same for accepted steps (what the paper's "within 15%" compares)
+    switches: list[Switch]             # every level change of the first solver's NFE (steering.analysis.changepoints)
+    segments: list[Segment]            # the constant NFE levels between them
+    switch_u: float | None             # the switch nearest the crossover (None: no switch or no crossover)
     crossover_u: float | None          # where the relative probability of targets[0] crosses 0.5
+    crossover_to_switch: float | None  # |crossover_u - switch_u|
+    reading: str                       # one line: the regimes and where the crossover lies among them
     target_probability: np.ndarray     # [n_u] P(t0) / (P(t0) + P(t1)) after the first solver's solve
     target_raw: np.ndarray             # [n_u, n_targets] raw next-token probabilities
     targets: list[str]
@@ -46,35 +54,13 @@ class Regimes:
     seconds: float                     # wall time of the whole sweep
 
     def to_dict(self) -> dict:
-        return {"u": self.u, "axis": self.axis, "nfe": self.nfe, "steps": self.steps, "agreement": self.agreement,
-                "step_agreement": self.step_agreement, "switch_u": self.switch_u, "nfe_levels": self.nfe_levels,
-                "crossover_u": self.crossover_u, "target_probability": self.target_probability,
-                "target_raw": self.target_raw, "targets": self.targets, "rtol": self.rtol, "atol": self.atol,
-                "seconds": self.seconds}
-
-
-def level_switch(u: np.ndarray, values: np.ndarray) -> tuple[float | None, tuple[float, float] | None]:
-    """The split of u into two runs that best fits values by two constant levels.
-
-    Returns the midpoint between the last u of the left run and the first of the right,
-    and the two levels; (None, None) when the values are constant or when two levels
-    explain less than half of their spread (no clear switch).
-    """
-    values = np.asarray(values, dtype=float)
-    if len(values) < 2:
-        return None, None
-    total = float(((values - values.mean()) ** 2).sum())
-    if total == 0.0:
-        return None, None
-    best, best_k = np.inf, None
-    for k in range(1, len(values)):
-        left, right = values[:k], values[k:]
-        cost = ((left - left.mean()) ** 2).sum() + ((right - right.mean()) ** 2).sum()
-        if cost < best:
-            best, best_k = cost, k
-    if best > 0.5 * total:
-        return None, None
-    return float((u[best_k - 1] + u[best_k]) / 2), (float(values[:best_k].mean()), float(values[best_k:].mean()))
+        return {"u": self.u, "axis": self.axis, "nfe": self.nfe, "steps": self.steps,
+                "nfe_disagreement": self.nfe_disagreement, "step_disagreement": self.step_disagreement,
+                "switches": [s.to_dict() for s in self.switches], "segments": [s.to_dict() for s in self.segments],
+                "switch_u": self.switch_u, "crossover_u": self.crossover_u,
+                "crossover_to_switch": self.crossover_to_switch, "reading": self.reading,
+                "target_probability": self.target_probability, "target_raw": self.target_raw,
+                "targets": self.targets, "rtol": self.rtol, "atol": self.atol, "seconds": self.seconds}
 
 
 def crossing(u: np.ndarray, values: np.ndarray, level: float = 0.5) -> float | None:
@@ -92,15 +78,97 @@ def crossing(u: np.ndarray, values: np.ndarray, level: float = 0.5) -> float | N
 
 
 def relative_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """The disagreement of two profiles: max over u of |a - b| / mean(a, b) (0: identical)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     return float(np.max(np.abs(a - b) / np.maximum((a + b) / 2, 1e-12)))
+
+
+def nearest_switch(switches, at: float | None) -> float | None:
+    """The u of the switch (a Switch or a u) nearest `at`, the left one on a tie; None without either."""
+    if at is None or not switches:
+        return None
+    return float(min((float(getattr(s, "u", s)) for s in switches), key=lambda s: (abs(s - at), s)))
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}" if float(x).is_integer() else f"{x:.1f}"
+
+
+def _interval(seg: Segment, low: float, high: float) -> str:
+    left, right = seg.u_start > low, seg.u_end < high
+    if left and right:
+        return f"{seg.u_start:.2f} < u < {seg.u_end:.2f}"
+    if right:
+        return f"u < {seg.u_end:.2f}"
+    if left:
+        return f"u > {seg.u_start:.2f}"
+    return f"every u in [{low:g}, {high:g}]"
+
+
+def regimes_reading(segments: list[Segment], crossover_u: float | None, unit: str = "NFE") -> str:
+    """One line: how many levels, where each holds, and where the crossover lies among them.
+
+    e.g. "two regimes: 14 NFE for -0.55 < u < 0.45, 20 outside; the crossover (u = -0.03)
+    lies inside the low-NFE band, 0.48 from the nearest switch (u = 0.45)".
+    """
+    if not segments:
+        return "no values"
+    low, high = segments[0].u_start, segments[-1].u_end
+    levels = sorted({round(s.level, 1) for s in segments})
+    where = {lv: [s for s in segments if round(s.level, 1) == lv] for lv in levels}
+    names = {1: "one regime", 2: "two regimes", 3: "three regimes", 4: "four regimes"}
+    head = names.get(len(levels), f"{len(levels)} regimes")
+    if len(levels) == 1:
+        text = f"{head}: {_fmt(levels[0])} {unit} at {_interval(segments[0], low, high)}"
+    else:
+        inner = [lv for lv in levels if len(where[lv]) == 1 and where[lv][0].u_start > low and where[lv][0].u_end < high]
+        if len(levels) == 2 and len(segments) == 3 and inner:
+            band, rest = inner[0], [lv for lv in levels if lv != inner[0]][0]
+            text = f"{head}: {_fmt(band)} {unit} for {_interval(where[band][0], low, high)}, {_fmt(rest)} outside"
+        else:
+            text = f"{head}: " + "; ".join(
+                f"{_fmt(lv)} {unit} for " + " and ".join(_interval(s, low, high) for s in where[lv]) for lv in levels)
+    if crossover_u is None:
+        return text + "; the target share never crosses 50% on the grid"
+    switch_u = nearest_switch([s.u_end for s in segments[:-1]], crossover_u)
+    if switch_u is not None and abs(crossover_u - switch_u) <= ALIGNED_WITHIN + 1e-9:
+        return text + (f"; the crossover (u = {crossover_u:.2f}) sits on the switch at u = {switch_u:.2f} "
+                       f"({abs(crossover_u - switch_u):.2f} away)")
+    home = next((s for s in segments if s.u_start <= crossover_u <= s.u_end), segments[-1])
+    level = round(home.level, 1)
+    band = {levels[0]: f"low-{unit}", levels[-1]: f"high-{unit}"}.get(level) if len(levels) == 2 else None
+    text += f"; the crossover (u = {crossover_u:.2f}) lies inside the {band or _fmt(level) + '-' + unit} band"
+    if switch_u is not None:
+        text += f", {abs(crossover_u - switch_u):.2f} from the nearest switch (u = {switch_u:.2f})"
+    return text
+
+
+def profile_summary(u, nfe: dict, steps: dict, target_probability, penalty: float | None = None) -> dict:
+    """Everything a Regimes derives from its raw arrays: disagreements, switches, crossover, reading.
+
+    The switches are those of the first solver's NFE.
+    """
+    u = np.asarray(u, dtype=float)
+    methods = list(nfe)
+    switches, segments = level_switches(u, nfe[methods[0]], penalty)
+    if len(methods) > 1:
+        nfe_disagreement = relative_difference(nfe[methods[0]], nfe[methods[1]])
+        step_disagreement = relative_difference(steps[methods[0]], steps[methods[1]])
+    else:
+        nfe_disagreement = step_disagreement = 0.0
+    crossover_u = crossing(u, target_probability)
+    switch_u = nearest_switch(switches, crossover_u)
+    return {"nfe_disagreement": nfe_disagreement, "step_disagreement": step_disagreement, "switches": switches,
+            "segments": segments, "switch_u": switch_u, "crossover_u": crossover_u,
+            "crossover_to_switch": None if switch_u is None else abs(crossover_u - switch_u),
+            "reading": regimes_reading(segments, crossover_u)}
 
 
 @torch.no_grad()
 def nfe_regimes(model, tok, prompt: str, u_grid=DEFAULT_U_GRID, solvers=("dopri5", "adaptive_heun"),
                 rtol: float = 1e-3, atol: float = 1e-4, axis: str = "sentiment", targets=(" good", " bad"),
                 max_steps: int = 2000, other: float = 0.0) -> Regimes:
-    """NFE of each adaptive solver for each u, the regime switch and the semantic crossover."""
+    """NFE of each adaptive solver for each u, every regime switch and the semantic crossover."""
     if not solvers:
         raise ValueError("give at least one adaptive solver")
     configs = [adaptive_solver(m, rtol, atol, max_steps) for m in solvers]
@@ -127,16 +195,7 @@ def nfe_regimes(model, tok, prompt: str, u_grid=DEFAULT_U_GRID, solvers=("dopri5
     raw = target_probabilities(model, torch.stack(finals), target_ids)
     seconds = time.perf_counter() - start
     relative = raw[:, 0] / np.maximum(raw[:, 0] + raw[:, 1], 1e-30)
-    first = configs[0].method
-    switch_u, levels = level_switch(grid, nfe[first])
-    if len(configs) > 1:
-        second = configs[1].method
-        agreement = relative_difference(nfe[first], nfe[second])
-        step_agreement = relative_difference(steps[first], steps[second])
-    else:
-        agreement = step_agreement = 0.0
-    return Regimes(u=grid, axis=axis, nfe=nfe, steps=steps, agreement=agreement, step_agreement=step_agreement,
-                   switch_u=switch_u, nfe_levels=levels, crossover_u=crossing(grid, relative),
+    return Regimes(u=grid, axis=axis, nfe=nfe, steps=steps, **profile_summary(grid, nfe, steps, relative),
                    target_probability=relative, target_raw=raw, targets=target_tokens, rtol=float(rtol),
                    atol=float(atol), seconds=seconds)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
+from plotly.subplots import make_subplots
 
 U_COLORSCALE = "RdBu"   # red for negative control, blue for positive
 
@@ -105,4 +106,33 @@ def probes_figure(probes, title: str = "Sentiment separability of H̄(τ) (held-
         go.Scatter(x=[0.0, 1.0], y=[probes.chance] * 2, mode="lines", name="chance", line=dict(color="gray", dash="dash")),
     ])
     fig.update_layout(title=title, xaxis_title="depth τ", yaxis_title="accuracy", yaxis_range=[0, 1.02])
+    return fig
+
+
+def curvature_figure(curvature, title: str = "How curved are the paths?") -> go.Figure:
+    """Arc / chord - 1 (left, log axis) and the largest orthogonal share of the displacement (right)
+    against u, in full space and on the PCA map.
+
+    curvature: an object with u, arc_to_chord, orthogonal_share and, optionally, arc_to_chord_map
+    and orthogonal_share_map (steering.analysis.curvature.Curvature fits). A perfectly straight
+    path has arc / chord - 1 = 0, which a log axis leaves out.
+    """
+    u = np.asarray(curvature.u, dtype=float)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("arc / chord − 1 (0: straight)",
+                                                         "largest share of the displacement ⟂ chord"))
+    series = [("full space", curvature.arc_to_chord, curvature.orthogonal_share, "solid"),
+              ("PCA map", getattr(curvature, "arc_to_chord_map", None),
+               getattr(curvature, "orthogonal_share_map", None), "dot")]
+    for k, (name, ratio, share, dash) in enumerate(series):
+        if ratio is None or share is None:
+            continue
+        color = ("#1f6fb4", "#e67e22")[k]
+        fig.add_trace(go.Scatter(x=u, y=np.asarray(ratio, dtype=float) - 1.0, mode="lines+markers", name=name,
+                                 legendgroup=name, line=dict(color=color, dash=dash)), row=1, col=1)
+        fig.add_trace(go.Scatter(x=u, y=np.asarray(share, dtype=float), mode="lines+markers", name=name,
+                                 legendgroup=name, showlegend=False, line=dict(color=color, dash=dash)), row=1, col=2)
+    fig.update_yaxes(type="log", exponentformat="e", row=1, col=1)
+    fig.update_yaxes(tickformat=".2%", rangemode="tozero", row=1, col=2)
+    fig.update_xaxes(title_text=f"control u ({getattr(curvature, 'axis', 'sentiment')})")
+    fig.update_layout(title=title, legend=dict(orientation="h", y=-0.2))
     return fig

@@ -6,31 +6,75 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 
+def _level(x: float) -> str:
+    return f"{x:g}" if float(x).is_integer() else f"{x:.1f}"
+
+
 def nfe_regimes_figure(regimes, title: str = "Solver work against the control") -> go.Figure:
     """NFE per solver against u (left axis), P(first target) relative to the pair (right axis),
-    with the regime switch and the semantic crossover marked as vertical lines.
+    every regime switch as a vertical line labelled with its levels, and the semantic crossover.
 
-    regimes: an object with u, nfe (solver -> values), target_probability, targets, switch_u,
-    crossover_u, axis (steering.analysis.regimes.Regimes fits).
+    regimes: an object with u, nfe (solver -> values), target_probability, targets, switches
+    (each with u, from_level, to_level), crossover_u, axis (steering.analysis.regimes.Regimes fits).
     """
     u = np.asarray(regimes.u, dtype=float)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     for solver, values in regimes.nfe.items():
         fig.add_trace(go.Scatter(x=u, y=np.asarray(values), mode="lines+markers", name=f"NFE {solver}",
-                                 line_shape="hv"), secondary_y=False)
+                                 line_shape="hvh"), secondary_y=False)     # level changes drawn midway, where the switches sit
     targets = list(getattr(regimes, "targets", []) or ["target 1", "target 2"])
     fig.add_trace(go.Scatter(x=u, y=np.asarray(regimes.target_probability), mode="lines",
                              name=f"P({targets[0]!r}) / (P({targets[0]!r}) + P({targets[1]!r}))",
                              line=dict(color="gray", dash="dot")), secondary_y=True)
-    if regimes.switch_u is not None:
-        fig.add_vline(x=regimes.switch_u, line=dict(color="firebrick", dash="dash"),
-                      annotation_text=f"regime switch u={regimes.switch_u:+.2f}", annotation_position="top left")
+    for switch in getattr(regimes, "switches", None) or []:
+        fig.add_vline(x=switch.u, line=dict(color="firebrick", dash="dash"),
+                      annotation_text=f"{_level(switch.from_level)} → {_level(switch.to_level)} NFE<br>"
+                                      f"u={switch.u:+.2f}", annotation_position="top left")
     if regimes.crossover_u is not None:
         fig.add_vline(x=regimes.crossover_u, line=dict(color="royalblue", dash="dot"),
                       annotation_text=f"crossover u={regimes.crossover_u:+.2f}", annotation_position="bottom right")
     fig.update_layout(title=title, xaxis_title=f"control u ({getattr(regimes, 'axis', 'sentiment')})")
     fig.update_yaxes(title_text="function evaluations (NFE)", secondary_y=False, rangemode="tozero")
     fig.update_yaxes(title_text="relative probability", range=[0, 1], secondary_y=True)
+    return fig
+
+
+def alignment_figure(alignment, title: str = "Crossover against the NFE switches, prompt by prompt") -> go.Figure:
+    """A strip per prompt: its switches (red ticks), its crossover (blue diamond, filled when aligned),
+    and the band within `threshold` of each switch.
+
+    alignment: an object with prompts (each with prompt, switches (with u), crossover_u, aligned),
+    u and stats (with threshold, aligned_share, null_aligned_share); steering.analysis.alignment.Alignment fits.
+    """
+    rows = list(alignment.prompts)
+    if not rows:
+        raise ValueError("no prompts to draw")
+    stats = alignment.stats
+    threshold = float(stats.get("threshold", 0.1))
+    names = [f"{i + 1}. {r.prompt[:40]}" + ("…" if len(r.prompt) > 40 else "") for i, r in enumerate(rows)]
+    fig = go.Figure()
+    sx, sy, bx, by = [], [], [], []
+    for name, row in zip(names, rows):
+        for switch in row.switches:
+            sx.append(switch.u)
+            sy.append(name)
+            bx += [switch.u - threshold, switch.u + threshold, None]
+            by += [name, name, None]
+    fig.add_trace(go.Scatter(x=bx, y=by, mode="lines", name=f"within {threshold:g} of a switch",
+                             line=dict(color="rgba(178,34,34,0.25)", width=12), hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=sx, y=sy, mode="markers", name="NFE switch",
+                             marker=dict(symbol="line-ns-open", size=16, color="firebrick", line=dict(width=3))))
+    crossed = [(name, row) for name, row in zip(names, rows) if row.crossover_u is not None]
+    fig.add_trace(go.Scatter(
+        x=[row.crossover_u for _, row in crossed], y=[name for name, _ in crossed], mode="markers",
+        name="semantic crossover", marker=dict(symbol=["diamond" if row.aligned else "diamond-open" for _, row in crossed],
+                                               size=11, color="royalblue", line=dict(width=2, color="royalblue"))))
+    u = np.asarray(alignment.u, dtype=float)
+    share, null = stats.get("aligned_share"), stats.get("null_aligned_share")
+    note = "" if share is None else f": aligned {share:.0%} (a random crossover: {null:.0%})"
+    fig.update_layout(title=title + note, xaxis_title="control u", xaxis_range=[u[0] - 0.05, u[-1] + 0.05],
+                      yaxis=dict(autorange="reversed", type="category"), height=max(320, 60 + 34 * len(rows)),
+                      legend=dict(orientation="h", y=-0.15))
     return fig
 
 

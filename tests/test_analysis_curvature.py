@@ -1,0 +1,79 @@
+"""Path curvature: arc / chord and the share of the displacement orthogonal to the chord, on known paths."""
+import math
+
+import numpy as np
+import pytest
+
+from steering.analysis.curvature import curvature_by_u, curvature_of, path_curvature, straightness_note
+from steering.analysis.pca import fit_pca_map
+from steering.analysis.trajectories import compute_trajectory
+from steering.ode import SolverConfig
+
+
+def test_a_straight_line_is_one_and_zero():
+    t = np.array([0.0, 0.1, 0.15, 0.5, 0.9, 1.0])                 # uneven spacing
+    direction = np.array([1.0, -2.0, 0.5, 3.0, 0.0])
+    ratio, share = path_curvature(t[:, None] * direction[None, :] + 7.0)
+    assert ratio == pytest.approx(1.0, abs=1e-12) and share == pytest.approx(0.0, abs=1e-12)
+
+
+def test_an_l_shaped_path():
+    leg = np.linspace(0, 1, 11)
+    path = np.r_[np.c_[leg, 0 * leg], np.c_[np.ones(10), leg[1:]]]
+    ratio, share = path_curvature(path)
+    assert ratio == pytest.approx(math.sqrt(2)) and share == pytest.approx(math.sqrt(0.5))
+
+
+def test_a_quarter_circle():
+    theta = np.linspace(0, math.pi / 2, 2001)
+    ratio, share = path_curvature(np.c_[np.cos(theta), np.sin(theta)])
+    assert ratio == pytest.approx(math.pi / (2 * math.sqrt(2)), rel=1e-6)     # arc π/2 over chord √2
+    assert share == pytest.approx(math.sin(math.pi / 4), rel=1e-3)           # the start tangent is 45° off the chord
+
+
+def test_a_slight_bend_shows_in_the_share_before_the_ratio():
+    t = np.linspace(0, 1, 33)
+    ratio, share = path_curvature(np.c_[t, 0.01 * t * (1 - t)])
+    assert ratio - 1 < 1e-4 and share == pytest.approx(0.01, rel=0.05)
+
+
+def test_trailing_dimensions_are_flattened_and_loops_have_no_chord():
+    t = np.linspace(0, 1, 5)
+    path = np.stack([np.c_[t, 2 * t], np.c_[-t, t]], axis=1)             # [T, tokens, d]
+    assert path_curvature(path) == pytest.approx((1.0, 0.0), abs=1e-12)
+    ratio, share = path_curvature(np.c_[np.sin(np.linspace(0, 2 * math.pi, 9)), np.zeros(9)])
+    assert ratio == math.inf and math.isnan(share)
+    assert path_curvature(np.zeros((4, 3)))[0] == 1.0
+    with pytest.raises(ValueError, match="two points"):
+        path_curvature(np.zeros((1, 3)))
+
+
+def test_one_euler_step_is_a_straight_path_and_dopri5_is_not(small_hybrid, small_tokenizer):
+    straight = compute_trajectory(small_hybrid, small_tokenizer, "The movie was", 1.0, SolverConfig("euler", steps=1))
+    curved = compute_trajectory(small_hybrid, small_tokenizer, "The movie was", 1.0,
+                                SolverConfig("dopri5", rtol=1e-6, atol=1e-8))
+    c = curvature_of([straight, curved])
+    assert c.arc_to_chord[0] == pytest.approx(1.0, abs=1e-6) and c.orthogonal_share[0] < 1e-3
+    assert c.orthogonal_share[1] > 10 * max(c.orthogonal_share[0], 1e-6)
+    assert c.arc_to_chord_map is None and list(c.u) == [1.0, 1.0]
+
+
+def test_curvature_by_u(small_hybrid, small_tokenizer):
+    pca = fit_pca_map(small_hybrid, small_tokenizer, prompts=("The movie was",), u_values=(-1.0, 1.0), n_tau=5)
+    c = curvature_by_u(small_hybrid, small_tokenizer, "The movie was", [-1.0, 0.0, 1.0], n_tau=9, pca_map=pca)
+    out = c.to_dict()
+    assert list(out["u"]) == [-1.0, 0.0, 1.0] and c.n_tau == 9 and c.solver.startswith("dopri5")
+    for key in ("arc_to_chord", "orthogonal_share", "arc_to_chord_map", "orthogonal_share_map"):
+        assert len(out[key]) == 3
+    assert np.all(c.arc_to_chord >= 1) and np.all((c.orthogonal_share >= 0) & (c.orthogonal_share <= 1))
+    top = c.most_curved()
+    assert top["orthogonal_share"] == pytest.approx(c.orthogonal_share.max())
+    assert top["orthogonal_share_u"] == c.u[int(c.orthogonal_share.argmax())]
+
+
+def test_straightness_note_reads_the_config():
+    shipped = {"meta": {"train": {"roughness_weight": 2.0, "stage2_roughness_weight": 1200.0,
+                                  "stage2_roughness_relative_to": "state"}}}
+    assert "stage 2 penalised path roughness with weight 1,200" in straightness_note(shipped)
+    assert "|H(0)|²" in straightness_note(shipped)
+    assert "does not record" in straightness_note({})
