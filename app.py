@@ -32,16 +32,18 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
     ui.style_slider(right)
     state = ui.state()
     views = ui.steer_views(loaded)
-    view = ui.run_safely(views.result, ui.steer_key(prompt, state.control, solver, seed, max_new_tokens),
-                         what="the steered continuation")
-    ahead = []   # while the page is looked at, compute the views one slider step away
+    ahead = []   # while the page is looked at, compute every other slider position, nearest first
     if ui.prefetch_enabled() and lab.worth_computing_ahead(solver):
         previous = st.session_state.get("steer_previous_control")
         ahead = [ui.steer_key(prompt, control, solver, seed, max_new_tokens)
-                 for control in lab.neighbour_controls(state.control, previous)]
+                 for control in lab.range_controls(state.control, previous)]
         st.session_state["steer_previous_control"] = state.control
-    views.want(ahead)
-    judgement = judged(view.prompt_shown + view.continuation)
+    # the wish first: it replaces this session's earlier one, so work for inputs that changed is
+    # cancelled before this run waits for the model
+    views.want(ahead, session=ui.session_id())
+    view = ui.run_safely(views.result, ui.steer_key(prompt, state.control, solver, seed, max_new_tokens),
+                         what="the steered continuation")
+    judgement = view.judgement or judged(view.prompt_shown + view.continuation)
 
     with st.container(border=True, key="continuation"):
         st.markdown(lab.bold_then_plain(view.prompt_shown, view.continuation))

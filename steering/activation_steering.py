@@ -169,7 +169,7 @@ class SteeringCurve:
 
 
 def steering_curve(method: str, label: str, steered_model, unsteered_model, tok, prompts: list[list[int]], grid: np.ndarray,
-                   controls: torch.Tensor, new_tokens: int, temperature: float, top_k: int, seed: int,
+                   controls: torch.Tensor, new_tokens: int, sampling, seed: int,
                    solver, n_samples: int = 2) -> SteeringCurve:
     """Sample every grid point for every prompt (one batch per prompt, one seed per prompt), judge, score.
 
@@ -184,7 +184,7 @@ def steering_curve(method: str, label: str, steered_model, unsteered_model, tok,
     n = len(grid)
     rows: list[list[torch.Tensor]] = [[] for _ in range(n)]
     for i, ids in enumerate(prompts):
-        new, _ = sample_tokens(steered_model, ids, controls, new_tokens, n=n, temperature=temperature, top_k=top_k,
+        new, _ = sample_tokens(steered_model, ids, controls, new_tokens, n=n, sampling=sampling,
                                seed=seed + i, solver=solver)
         for j in range(n):
             rows[j].append(new[j])

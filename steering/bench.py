@@ -16,6 +16,12 @@ cancels out as far as it can:
   counted figure is compared with the analytic count without attention.
 * generation tokens/s of the hybrid with the KV cache over without it, greedy, from a
   prompt that with the new tokens fills the 128-token context.
+* decoding tokens/s of the hybrid at batch 1 on one thread, greedy, a 96-token prompt and 32
+  new tokens: the fast path (steering/decode.py) against the general one (the same cached
+  sampler with fast=False), runs alternating. A token's time is the difference between
+  generating 32 tokens and generating 1, over 31, so the prompt's prefill is not billed to
+  the decode rate. The floor beside it: one matrix product with as many weights as a token's
+  products use (decode_weight_macs), timed in fp32 and bf16, the faster kept.
 * training-step peak memory of the hybrid (forward with the roughness term as in
   training, cross-entropy, backward), 64 against 4 Euler steps, with the adjoint method
   and with direct backprop. Method: each configuration runs in a fresh Python
@@ -65,7 +71,10 @@ SWEEP_PROMPT = "The film opens on a quiet street, and for a while nothing much h
 MIN_REPEATS = 7
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-GOALS = {"latency_ratio": ("<=", 0.90), "kv_cache_speedup": (">=", 5.0), "adjoint_mem_ratio_64_4": ("<=", 1.2)}
+GOALS = {"latency_ratio": ("<=", 0.90), "kv_cache_speedup": (">=", 5.0), "adjoint_mem_ratio_64_4": ("<=", 1.2),
+         "decode_speedup": (">=", 5.0), "decode_tokens_per_s": (">=", 2000.0)}
+# latency_ratio - flop_ratio: what the hybrid's forward pays beyond its matrix products' share
+LATENCY_OVER_FLOPS_GOAL = 0.03
 PAPER = {"latency_ratio": 0.98}
 
 
@@ -103,6 +112,23 @@ def counted_forward_flops(model, idx: torch.Tensor, solver: SolverConfig = TRAIN
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         model(idx, u, solver)
     return int(counter.get_total_flops())
+
+
+def decode_weight_macs(cfg: ModelConfig, solver: SolverConfig = TRAINING_SOLVER) -> int:
+    """Multiply-adds of one decoded token against weight matrices (blocks, field evaluations, head).
+
+    Attention's products with the cached keys and values are left out: they read the cache, not
+    weights, and depend on the position. The field evaluates `nfe` times per token (Euler: once a step).
+    """
+    from .decode import STAGES
+    d = cfg.d_model
+    block = (4 + 2 * cfg.mlp_ratio) * d * d
+    if cfg.arch == "discrete":
+        middle = cfg.n_mid * block
+    else:
+        evals = solver.steps * STAGES.get(solver.method, 1)
+        middle = evals * (2 * d * cfg.field_hidden + (4 * d * d if cfg.field_heads else 0))
+    return (cfg.n_pre + cfg.n_post) * block + middle + d * cfg.vocab_size
 
 
 # ---------------------------------------------------------------- latency
@@ -148,6 +174,27 @@ def measure_latency(hybrid, discrete, batch: int = LATENCY_BATCH, tokens: int = 
     return LatencyResult(runs["hybrid"], runs["discrete"])
 
 
+def measure_fused_latency(hybrid, discrete, batch: int = LATENCY_BATCH, tokens: int = LATENCY_TOKENS,
+                          repeats: int = MIN_REPEATS, solver: SolverConfig = TRAINING_SOLVER,
+                          seed: int = 0) -> LatencyResult:
+    """As measure_latency, through the decoder's fused forward (steering/decode.py) of every token's logits."""
+    from .decode import new_stepper
+    tokens = min(tokens, hybrid.config.block_size, discrete.config.block_size)
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, min(hybrid.config.vocab_size, discrete.config.vocab_size), (batch, tokens), generator=gen)
+    u = torch.zeros(batch, hybrid.config.control_dim)
+
+    def forward(model):
+        with torch.inference_mode():
+            return new_stepper(model, batch, u, solver)(idx, 0, every_token=True)
+    runs = {"hybrid": [], "discrete": []}
+    forward(hybrid), forward(discrete)
+    for _ in range(repeats):
+        runs["hybrid"].append(_time_call(lambda: forward(hybrid)))
+        runs["discrete"].append(_time_call(lambda: forward(discrete)))
+    return LatencyResult(runs["hybrid"], runs["discrete"])
+
+
 # ---------------------------------------------------------------- generation with and without the KV cache
 
 @dataclass
@@ -174,15 +221,15 @@ class CacheResult:
 def measure_kv_cache(model, context: int = GENERATION_CONTEXT, new_tokens: int = GENERATION_NEW_TOKENS,
                      repeats: int = MIN_REPEATS, seed: int = 0) -> CacheResult:
     """Greedy generation of `new_tokens` after a prompt that together with them fills `context` tokens."""
-    from .generate import sample_tokens
+    from .generate import GREEDY, sample_tokens
     context = min(context, model.config.block_size)
     new_tokens = min(new_tokens, context - 1)
     gen = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, model.config.vocab_size, (context - new_tokens,), generator=gen).tolist()
     u = torch.zeros(1, model.config.control_dim)
 
-    def run(use_cache: bool):
-        return sample_tokens(model, prompt, u, new_tokens, temperature=0.0, use_cache=use_cache)[0]
+    def run(use_cache: bool):   # the general path either way: this figure is about the cache alone
+        return sample_tokens(model, prompt, u, new_tokens, sampling=GREEDY, use_cache=use_cache, fast=False)[0]
 
     same = bool(torch.equal(run(True), run(False)))   # also the warm-up
     cached, uncached = [], []
@@ -190,6 +237,105 @@ def measure_kv_cache(model, context: int = GENERATION_CONTEXT, new_tokens: int =
         cached.append(_time_call(lambda: run(True)))
         uncached.append(_time_call(lambda: run(False)))
     return CacheResult(new_tokens, len(prompt), cached, uncached, same)
+
+
+# ---------------------------------------------------------------- decoding: fast path, general path, floor
+
+@dataclass
+class DecodeResult:
+    new_tokens: int
+    prompt_tokens: int
+    fast_s: dict             # {1: runs, new_tokens: runs}, seconds
+    general_s: dict
+    same_tokens: bool        # greedy: the fast path must give the general path's tokens
+    floor_s: float           # one product with a token's weight multiply-adds, the faster dtype
+    floor_dtype: str
+    floor_macs: int
+    floor_s_by_dtype: dict = field(default_factory=dict)
+
+    def _per_token_s(self, runs: dict) -> float:
+        if self.new_tokens < 2:
+            return statistics.median(runs[self.new_tokens]) / self.new_tokens
+        one, many = statistics.median(runs[1]), statistics.median(runs[self.new_tokens])
+        return max(many - one, 1e-9) / (self.new_tokens - 1)
+
+    @property
+    def fast_ms_per_token(self) -> float:
+        return self._per_token_s(self.fast_s) * 1e3
+
+    @property
+    def general_ms_per_token(self) -> float:
+        return self._per_token_s(self.general_s) * 1e3
+
+    @property
+    def fast_tokens_per_s(self) -> float:
+        return 1e3 / self.fast_ms_per_token
+
+    @property
+    def general_tokens_per_s(self) -> float:
+        return 1e3 / self.general_ms_per_token
+
+    @property
+    def speedup(self) -> float:
+        return self.fast_tokens_per_s / self.general_tokens_per_s
+
+    def end_to_end_tokens_per_s(self, runs: dict) -> float:
+        """With the prompt's prefill billed: new tokens over the whole call."""
+        return self.new_tokens / statistics.median(runs[self.new_tokens])
+
+
+def measure_matmul_floor(cfg: ModelConfig, solver: SolverConfig = TRAINING_SOLVER, repeats: int = MIN_REPEATS,
+                         inner: int = 20) -> tuple[float, str, int, dict]:
+    """(seconds, dtype, macs, {dtype: seconds}): one [1, d] x [d, macs / d] product, median of `repeats` means of
+    `inner` calls, in fp32 and bf16; the faster dtype is the floor."""
+    macs = decode_weight_macs(cfg, solver)
+    d = cfg.d_model
+    gen = torch.Generator().manual_seed(0)
+    weights = torch.randn(d, max(1, macs // d), generator=gen) * 0.02
+    x = torch.randn(1, d, generator=gen)
+    times = {}
+    with torch.inference_mode():
+        for dtype in (torch.float32, torch.bfloat16):
+            w, v = weights.to(dtype), x.to(dtype)
+            torch.mm(v, w)
+            runs = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                for _ in range(inner):
+                    torch.mm(v, w)
+                runs.append((time.perf_counter() - start) / inner)
+            times[str(dtype).replace("torch.", "")] = statistics.median(runs)
+    best = min(times, key=times.get)
+    return times[best], best, macs, times
+
+
+def measure_decode(model, context: int = GENERATION_CONTEXT, new_tokens: int = GENERATION_NEW_TOKENS,
+                   repeats: int = MIN_REPEATS, seed: int = 0, threads: int = 1) -> DecodeResult:
+    """Greedy decoding at batch 1 on `threads` torch threads: fast path and general path, alternating."""
+    from .generate import GREEDY, sample_tokens
+    context = min(context, model.config.block_size)
+    new_tokens = max(1, min(new_tokens, context - 1))
+    gen = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(0, model.config.vocab_size, (context - new_tokens,), generator=gen).tolist()
+    u = torch.zeros(1, model.config.control_dim)
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        def run(fast: bool, n: int):
+            return sample_tokens(model, prompt, u, n, sampling=GREEDY, fast=fast)[0]
+
+        same = bool(torch.equal(run(True, new_tokens), run(False, new_tokens)))   # also the warm-up
+        counts = sorted({1, new_tokens})
+        fast = {n: [] for n in counts}
+        general = {n: [] for n in counts}
+        for _ in range(repeats):
+            for n in counts:
+                fast[n].append(_time_call(lambda: run(True, n)))
+                general[n].append(_time_call(lambda: run(False, n)))
+        floor_s, floor_dtype, macs, by_dtype = measure_matmul_floor(model.config, repeats=repeats)
+    finally:
+        torch.set_num_threads(previous_threads)
+    return DecodeResult(new_tokens, len(prompt), fast, general, same, floor_s, floor_dtype, macs, by_dtype)
 
 
 # ---------------------------------------------------------------- training-step peak memory
@@ -372,6 +518,10 @@ class BenchReport:
     adjoint_mem_ratio_64_4: float
     direct_mem_ratio_64_4: float
     regimes_sweep_s: float
+    decode_tokens_per_s: float = float("nan")
+    decode_tokens_per_s_general: float = float("nan")
+    decode_speedup: float = float("nan")
+    decode_ms_per_token_floor: float = float("nan")
     raw: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -398,6 +548,7 @@ def run_bench(hybrid, discrete, tok=None, *, memory_spec: dict, repeats: int = M
     hybrid.eval(), discrete.eval()
     batch, tokens = latency_shape
     latency = measure_latency(hybrid, discrete, batch, tokens, repeats)
+    fused = measure_fused_latency(hybrid, discrete, batch, tokens, repeats)
     tokens = min(tokens, hybrid.config.block_size)
     idx = torch.zeros(batch, tokens, dtype=torch.long)
     nfe = TRAINING_SOLVER.steps
@@ -405,6 +556,7 @@ def run_bench(hybrid, discrete, tok=None, *, memory_spec: dict, repeats: int = M
     flops_d = forward_flops(discrete.config, batch, tokens)
     counted_h, counted_d = counted_forward_flops(hybrid, idx), counted_forward_flops(discrete, idx)
     cache = measure_kv_cache(hybrid, *generation, repeats=repeats)
+    decode = measure_decode(hybrid, *generation, repeats=repeats)
     few, many = memory_steps
     memory = {(steps, adjoint): measure_training_memory(memory_spec, steps, adjoint, *memory_shape)
               for adjoint in (True, False) for steps in (few, many)}
@@ -432,6 +584,22 @@ def run_bench(hybrid, discrete, tok=None, *, memory_spec: dict, repeats: int = M
         "cached_tokens_per_s": cache.cached_tokens_per_s,
         "uncached_tokens_per_s": cache.uncached_tokens_per_s,
         "kv_cache_same_tokens": cache.same_tokens,
+        "latency_minus_flop_ratio": latency.ratio - flops_h / flops_d,
+        "latency_ratio_fused": fused.ratio,
+        "hybrid_forward_fused_ms": fused.hybrid_median_s * 1e3,
+        "discrete_forward_fused_ms": fused.discrete_median_s * 1e3,
+        "decode_threads": 1,
+        "decode_prompt_tokens": decode.prompt_tokens,
+        "decode_new_tokens": decode.new_tokens,
+        "decode_same_tokens": decode.same_tokens,
+        "decode_ms_per_token": decode.fast_ms_per_token,
+        "decode_ms_per_token_general": decode.general_ms_per_token,
+        "decode_end_to_end_tokens_per_s": decode.end_to_end_tokens_per_s(decode.fast_s),
+        "decode_end_to_end_tokens_per_s_general": decode.end_to_end_tokens_per_s(decode.general_s),
+        "decode_floor_dtype": decode.floor_dtype,
+        "decode_floor_ms_by_dtype": {k: v * 1e3 for k, v in decode.floor_s_by_dtype.items()},
+        "decode_weight_macs": decode.floor_macs,
+        "decode_over_floor": decode.fast_ms_per_token / (decode.floor_s * 1e3),
         "memory_method": memory[(few, True)].method,
         "memory_shape": [memory_shape[0], min(memory_shape[1], hybrid.config.block_size)],
         "memory_steps": [few, many],
@@ -449,6 +617,10 @@ def run_bench(hybrid, discrete, tok=None, *, memory_spec: dict, repeats: int = M
         adjoint_mem_ratio_64_4=_memory_ratio(memory[(many, True)], memory[(few, True)]),
         direct_mem_ratio_64_4=_memory_ratio(memory[(many, False)], memory[(few, False)]),
         regimes_sweep_s=sweep.seconds,
+        decode_tokens_per_s=decode.fast_tokens_per_s,
+        decode_tokens_per_s_general=decode.general_tokens_per_s,
+        decode_speedup=decode.speedup,
+        decode_ms_per_token_floor=decode.floor_s * 1e3,
         raw=raw,
     )
 
@@ -470,9 +642,21 @@ def format_report(report: BenchReport) -> str:
          f"{r['latency_solver']}; paper {PAPER['latency_ratio']}x"),
         ("flop_ratio", f"{r['flop_ratio']:.3f}x", f"{r['hybrid_gflops']:.2f} / {r['discrete_gflops']:.2f} GFLOP "
          f"(analytic; FlopCounterMode without attention: {r['flop_ratio_counted']:.3f}x)"),
+        ("latency - flop ratio", f"{r['latency_minus_flop_ratio']:+.3f}",
+         f"goal <= {LATENCY_OVER_FLOPS_GOAL:+g}: "
+         f"{'met' if r['latency_minus_flop_ratio'] <= LATENCY_OVER_FLOPS_GOAL else 'MISSED'}",
+         f"fused inference forward: {r['latency_ratio_fused']:.3f}x ({r['hybrid_forward_fused_ms']:.1f} / "
+         f"{r['discrete_forward_fused_ms']:.1f} ms)"),
         ("kv_cache_speedup", f"{r['kv_cache_speedup']:.1f}x", f"{r['cached_tokens_per_s']:.0f} vs "
          f"{r['uncached_tokens_per_s']:.0f} tokens/s, {r['kv_cache_new_tokens']} new after "
          f"{r['kv_cache_prompt_tokens']} prompt tokens"),
+        ("decode_tokens_per_s", f"{r['decode_tokens_per_s']:.0f}", f"fast path, {r['decode_ms_per_token']:.3f} ms a "
+         f"token (batch 1, 1 thread, greedy, {r['decode_new_tokens']} new after {r['decode_prompt_tokens']}; "
+         f"same tokens as the general path: {r['decode_same_tokens']})"),
+        ("decode_speedup", f"{r['decode_speedup']:.1f}x", f"general path {r['decode_tokens_per_s_general']:.0f} "
+         f"tokens/s ({r['decode_ms_per_token_general']:.3f} ms a token)"),
+        ("decode_ms_per_token_floor", f"{r['decode_ms_per_token_floor']:.3f}", f"one {r['decode_floor_dtype']} product "
+         f"of {r['decode_weight_macs'] / 1e6:.2f} M multiply-adds; fast path at {r['decode_over_floor']:.1f}x the floor"),
     ]
     few, many = r["memory_steps"]
     for kind in ("adjoint", "direct"):
@@ -481,8 +665,10 @@ def format_report(report: BenchReport) -> str:
                      f"{a['growth_mb']:.1f} MB at {many} steps / {b['growth_mb']:.1f} MB at {few}"))
     rows.append(("regimes_sweep_s", f"{r['regimes_sweep_s']:.2f} s",
                  f"{r['regimes_sweep_points']} points, {r['regimes_sweep_nfe']} NFE ({r['regimes_sweep_method']})"))
-    for key, value, detail in rows:
-        lines.append(f"  {key:<24}{value:>10}   {goal(key):<22} {detail}")
+    for row in rows:
+        key, value, detail = row[0], row[1], row[-1]
+        verdict = row[2] if len(row) == 4 else goal(key)
+        lines.append(f"  {key:<26}{value:>10}   {verdict:<22} {detail}")
     lines.append(f"  memory: {r['memory_method']}; batch {r['memory_shape'][0]} x {r['memory_shape'][1]}")
     return "\n".join(lines)
 
@@ -494,4 +680,5 @@ def report_value(report: BenchReport, key: str) -> float:
 def all_finite(report: BenchReport) -> bool:
     return all(math.isfinite(report_value(report, k)) for k in
                ("latency_ratio", "flop_ratio", "kv_cache_speedup", "adjoint_mem_ratio_64_4",
-                "direct_mem_ratio_64_4", "regimes_sweep_s"))
+                "direct_mem_ratio_64_4", "regimes_sweep_s", "decode_tokens_per_s", "decode_tokens_per_s_general",
+                "decode_speedup", "decode_ms_per_token_floor"))

@@ -5,11 +5,17 @@ Everything runs on held-out data with fixed seeds, so two runs print the same nu
 Prompts: the first PROMPT_TOKENS tokens of held-out reviews (after BOS), picked round-robin
   over (label, source) groups in the split's fixed order, so both sentiments and both
   sources are equally represented. Reviews shorter than that are skipped.
-Generations: for each prompt, NEW_TOKENS new tokens at temperature 0.8 and top-k 40 under
-  five controls (sentiment, style): positive (+1, 0), negative (-1, 0), neutral (0, 0),
-  Rotten Tomatoes (0, -1) and IMDB (0, +1). The five share one batch and one seed per
-  prompt. Only the continuation is judged: the prompt is a real review's opening and
-  would otherwise tell the judge the source review's label.
+Generations: for each prompt, NEW_TOKENS new tokens with the sampler's defaults
+  (steering/generate.py) under five controls (sentiment, style): positive (+s, 0), negative
+  (-s, 0), neutral (0, 0), Rotten Tomatoes (0, -s) and IMDB (0, +s), where s = steer_u: the
+  |u| the checkpoint's stage 2 taught steering at (its contrast_u; u = ±1 stands for "a review
+  with this label / from this source", like the data), or --steer-u. The probe and the
+  solver check use the same s. The five share one batch and one seed per prompt. Only the
+  continuation is judged: the prompt is a real review's opening and would otherwise tell
+  the judge the source review's label.
+Bits per byte: the first ~BPB_CHARS characters (cut at a space) of BPB_REVIEWS held-out
+  reviews per (label, source), scored from BOS: total nats / ln 2 / UTF-8 bytes, so models
+  with different tokenizers compare.
 Judges and their decision rules: steering/judge.py.
 """
 from __future__ import annotations
@@ -26,7 +32,7 @@ import torch
 from . import data
 from .analysis.middle import relative_update
 from .checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
-from .generate import sample_tokens
+from .generate import DEFAULT_SAMPLING, Sampling, sample_tokens
 from .judge import WORD, judge_sentiment, judge_style, sentiment_judge, training_words
 from .ode import TRAINING_SOLVER, SolverConfig
 from .tokenizer import bos_id, decode, encode
@@ -34,40 +40,61 @@ from .train import evaluate_loss, heldout_batch
 
 PROMPT_TOKENS = 8
 NEW_TOKENS = 40
-TEMPERATURE = 0.8
-TOP_K = 40
 SEED = 1234
+BPB_CHARS = 300
+BPB_REVIEWS = 100      # per (label, source)
 PROBE_PROMPT = "The movie was"
 PROBE_WORDS = {"good": " good", "bad": " bad"}
-PROBE_CONTROLS = {"+1": 1.0, "0": 0.0, "-1": -1.0}
+
+
+def probe_controls(steer_u: float = 1.0) -> dict[str, float]:
+    """The probe's sentiments, labelled as they print: {"+s": s, "0": 0, "-s": -s}."""
+    return {f"{steer_u:+g}": steer_u, "0": 0.0, f"{-steer_u:+g}": -steer_u}
+
+
+PROBE_CONTROLS = probe_controls(1.0)
 # the probe's prompt and nine of its kind: how much the one-prompt figure owes to its exact wording
 PROBE_PROMPT_VARIANTS = (PROBE_PROMPT, "The film was", "This movie is", "This film is", "The acting was",
                          "The plot was", "The story was", "Overall, the movie was", "I thought the film was",
                          "The ending was")
 REFERENCE_SOLVER = SolverConfig("dopri5", rtol=1e-6, atol=1e-6, max_steps=10_000)
 FIXED_SOLVER = SolverConfig("euler", steps=4)
-SETTINGS = {"positive": (1.0, 0.0), "negative": (-1.0, 0.0), "neutral": (0.0, 0.0),
-            "rotten_tomatoes": (0.0, -1.0), "imdb": (0.0, 1.0)}
+
+
+def steering_settings(steer_u: float = 1.0) -> dict[str, tuple[float, float]]:
+    """The five controls the evaluation generates under: each side of each axis at ±steer_u, and u = 0."""
+    return {"positive": (steer_u, 0.0), "negative": (-steer_u, 0.0), "neutral": (0.0, 0.0),
+            "rotten_tomatoes": (0.0, -steer_u), "imdb": (0.0, steer_u)}
+
+
+SETTINGS = steering_settings(1.0)
 
 
 @dataclass(frozen=True)
 class EvalSize:
     prompts: int
     val_reviews: int      # held-out reviews for the losses and the block displacement
+    bpb_reviews: int      # held-out openings per (label, source) for bits per byte
 
 
-FULL = EvalSize(prompts=50, val_reviews=200)
-QUICK = EvalSize(prompts=8, val_reviews=32)
+FULL = EvalSize(prompts=50, val_reviews=200, bpb_reviews=BPB_REVIEWS)
+QUICK = EvalSize(prompts=8, val_reviews=32, bpb_reviews=8)
 
-KEYS = ("val_loss_hybrid", "val_loss_discrete", "alpha_initial", "alpha_final", "exploding_steps",
+KEYS = ("val_loss_hybrid", "val_loss_discrete", "bits_per_byte_hybrid", "bits_per_byte_discrete",
+        "bits_per_byte_hybrid_imdb", "val_loss_own_control", "val_loss_u0", "steer_u", "alpha_initial", "alpha_final", "exploding_steps",
         "vanishing_steps", "judge_heldout_acc", "steer_pos_clf", "steer_neg_clf", "steer_pos_vader",
         "steer_neg_vader", "steer_neutral_pos_clf", "probe_good_pos", "probe_bad_neg", "probe_raw",
         "solver_divergence", "style_rt_acc", "style_imdb_acc", "ode_relative_displacement",
-        "discrete_mid_relative_update", "valid_word_rate", "ppl_ratio_steered")
+        "discrete_mid_relative_update", "valid_word_rate", "repeated_trigram_rate", "ppl_ratio_steered")
 
 # The bars of the issue's "done when" list, shown beside the figures (they never change a figure).
 TARGETS = {
     "val_loss_hybrid": ("<= 1.02 x val_loss_discrete", lambda r: r["val_loss_hybrid"] <= 1.02 * r["val_loss_discrete"]),
+    "bits_per_byte_hybrid": ("<= 1.68 and <= 1.02 x discrete",
+                             lambda r: r["bits_per_byte_hybrid"] <= min(1.68, 1.02 * r["bits_per_byte_discrete"])),
+    "bits_per_byte_hybrid_imdb": ("<= 1.68", lambda r: r["bits_per_byte_hybrid_imdb"] <= 1.68),
+    "val_loss_own_control": ("< val_loss_u0", lambda r: r["val_loss_own_control"] < r["val_loss_u0"]),
+    "steer_u": ("in [1, 2]", lambda r: 1.0 <= r["steer_u"] <= 2.0),
     "exploding_steps": ("== 0", lambda r: r["exploding_steps"] == 0),
     "vanishing_steps": ("== 0", lambda r: r["vanishing_steps"] == 0),
     "steer_pos_clf": (">= 0.95", lambda r: r["steer_pos_clf"] >= 0.95),
@@ -81,7 +108,8 @@ TARGETS = {
     "style_imdb_acc": (">= 0.9", lambda r: r["style_imdb_acc"] >= 0.9),
     "ode_relative_displacement": (">= 0.5 x discrete_mid_relative_update",
                                   lambda r: r["ode_relative_displacement"] >= 0.5 * r["discrete_mid_relative_update"]),
-    "valid_word_rate": (">= 0.97", lambda r: r["valid_word_rate"] >= 0.97),
+    "valid_word_rate": (">= 0.985", lambda r: r["valid_word_rate"] >= 0.985),
+    "repeated_trigram_rate": ("<= 0.02", lambda r: r["repeated_trigram_rate"] <= 0.02),
     "ppl_ratio_steered": ("<= 1.5", lambda r: r["ppl_ratio_steered"] <= 1.5),
 }
 
@@ -116,22 +144,23 @@ class PromptGenerations:
     prompts: list[list[int]]
     tokens: dict[str, torch.Tensor]       # setting -> new token ids [prompts, NEW_TOKENS]
     continuations: dict[str, list[str]]   # setting -> decoded new tokens
+    settings: dict[str, tuple[float, float]] = None   # setting -> its control (sentiment, style)
 
 
 def generate_for_prompts(model, tok, prompts: list[list[int]], settings: dict = SETTINGS,
-                         seed: int = SEED) -> PromptGenerations:
+                         seed: int = SEED, sampling: Sampling = DEFAULT_SAMPLING) -> PromptGenerations:
     """One sample per prompt and setting; all settings of a prompt share one batch and seed."""
     names = list(settings)
     u = torch.tensor([settings[k] for k in names], dtype=torch.float32)
     rows = {k: [] for k in names}
     for i, ids in enumerate(prompts):
-        new, _ = sample_tokens(model, ids, u, NEW_TOKENS, n=len(names), temperature=TEMPERATURE, top_k=TOP_K,
+        new, _ = sample_tokens(model, ids, u, NEW_TOKENS, n=len(names), sampling=sampling,
                                seed=seed + i, solver=TRAINING_SOLVER)
         for j, k in enumerate(names):
             rows[k].append(new[j])
     tokens = {k: torch.stack(v) for k, v in rows.items()}
     continuations = {k: [decode(tok, row.tolist()) for row in v] for k, v in tokens.items()}
-    return PromptGenerations(prompts, tokens, continuations)
+    return PromptGenerations(prompts, tokens, continuations, dict(settings))
 
 
 def generated_words(tok, prompt: list[int], new: list[int]) -> list[str]:
@@ -147,6 +176,56 @@ def valid_word_rate(tok, gens: PromptGenerations, vocabulary: frozenset[str]) ->
     words = [w for k in gens.tokens for prompt, new in zip(gens.prompts, gens.tokens[k].tolist())
              for w in generated_words(tok, prompt, new)]
     return sum(w in vocabulary for w in words) / len(words) if words else 0.0
+
+
+def repeated_trigram_rate(texts: list[str]) -> float:
+    """Share of word trigrams that repeat an earlier trigram of the same text, over all texts."""
+    repeated = total = 0
+    for text in texts:
+        words = [w.lower() for w in WORD.findall(text)]
+        seen = set()
+        for trigram in zip(words, words[1:], words[2:]):
+            repeated += trigram in seen
+            seen.add(trigram)
+            total += 1
+    return repeated / total if total else 0.0
+
+
+def heldout_openings(n_per_group: int = BPB_REVIEWS, chars: int = BPB_CHARS,
+                     sources: tuple[str, ...] = data.SOURCES) -> list[str]:
+    """The first ~chars characters, cut at a space, of the first n held-out reviews per (label, source)."""
+    groups: dict = {}
+    for r in data.heldout_reviews():
+        if r.source in sources:
+            groups.setdefault((r.label, r.source), []).append(r.text)
+    cut = [text if len(text) <= chars else text[:chars].rsplit(" ", 1)[0]
+           for key in sorted(groups) for text in groups[key][:n_per_group]]
+    return [text for text in cut if text]
+
+
+@torch.no_grad()
+def bits_per_byte(model, tok, texts: list[str], u=None, batch: int = 16) -> float:
+    """Total nats of each text after BOS (every token predicted), / ln 2 / the texts' UTF-8 bytes.
+
+    A text longer than the context is scored in consecutive windows, each starting afresh (the
+    shipped models' context holds a whole BPB_CHARS opening; tiny test models' may not)."""
+    span = model.config.block_size
+    rows = []
+    for text in texts:
+        ids = [bos_id(tok)] + encode(tok, text)
+        rows += [ids[i:i + span + 1] for i in range(0, max(1, len(ids) - 1), span)]
+    nats = 0.0
+    for i in range(0, len(rows), batch):
+        chunk = rows[i:i + batch]
+        width = max(map(len, chunk)) - 1
+        x = torch.zeros(len(chunk), width, dtype=torch.long)
+        y = torch.full((len(chunk), width), -1, dtype=torch.long)
+        for r, ids in enumerate(chunk):
+            x[r, :len(ids) - 1], y[r, :len(ids) - 1] = torch.tensor(ids[:-1]), torch.tensor(ids[1:])
+        logits, _ = model(x, u)
+        nats += float(torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), y, ignore_index=-1,
+                                                        reduction="sum"))
+    return nats / math.log(2) / sum(len(text.encode("utf-8")) for text in texts)
 
 
 @torch.no_grad()
@@ -173,7 +252,7 @@ def perplexity_by_side(model, prompts: list[list[int]], gens: PromptGenerations)
     neutral = continuation_perplexity(model, prompts, gens.tokens["neutral"])
     return {side: {"at_zero": continuation_perplexity(model, prompts, gens.tokens[side]) / neutral,
                    "own_control": continuation_perplexity(model, prompts, gens.tokens[side],
-                                                          torch.tensor([SETTINGS[side]])) / neutral}
+                                                          torch.tensor([gens.settings[side]])) / neutral}
             for side in ("positive", "negative")}
 
 
@@ -202,16 +281,18 @@ def word_probabilities(model, tok, prompt: str = PROBE_PROMPT, words: dict = PRO
 
 
 def probe_shares(raw: dict[str, dict[str, float]]) -> tuple[float, float]:
-    """good / (good + bad) at +1 and bad / (good + bad) at -1, from word_probabilities' output."""
-    return (raw["+1"]["good"] / (raw["+1"]["good"] + raw["+1"]["bad"]),
-            raw["-1"]["bad"] / (raw["-1"]["good"] + raw["-1"]["bad"]))
+    """good / (good + bad) at the most positive control and bad / (good + bad) at the most
+    negative one, from word_probabilities' output."""
+    positive, negative = raw[max(raw, key=float)], raw[min(raw, key=float)]
+    return (positive["good"] / (positive["good"] + positive["bad"]),
+            negative["bad"] / (negative["good"] + negative["bad"]))
 
 
-def probe_over_prompts(model, tok, prompts=PROBE_PROMPT_VARIANTS) -> dict:
+def probe_over_prompts(model, tok, prompts=PROBE_PROMPT_VARIANTS, steer_u: float = 1.0) -> dict:
     """The evaluation's good/bad probe on each prompt, with the mean and the worst over them."""
     rows = []
     for prompt in prompts:
-        good_pos, bad_neg = probe_shares(word_probabilities(model, tok, prompt))
+        good_pos, bad_neg = probe_shares(word_probabilities(model, tok, prompt, controls=probe_controls(steer_u)))
         rows.append({"prompt": prompt, "good_pos": good_pos, "bad_neg": bad_neg})
     summary = {}
     for key in ("good_pos", "bad_neg"):
@@ -274,12 +355,19 @@ def _fraction(values: np.ndarray, wanted: int) -> float:
     return float((np.asarray(values) == wanted).mean())
 
 
+def trained_steer_u(config: dict) -> float:
+    """The |u| a checkpoint's stage 2 taught steering at (its contrast_u; 1 before that option)."""
+    return float(config.get("meta", {}).get("train", {}).get("contrast_u", 1.0))
+
+
 def evaluate(checkpoint: str | Path = DEFAULT_CHECKPOINT, baseline: str | Path = DEFAULT_BASELINE,
-             quick: bool = False) -> dict:
+             quick: bool = False, steer_u: float | None = None) -> dict:
     """Every figure of the issue's evaluation, as a dict with exactly KEYS.
 
     val_loss_hybrid is the hybrid at u = 0 (its unconditioned mode, as control dropout
-    trains it), on the same held-out tokens as the discrete baseline.
+    trains it), on the same held-out tokens as the discrete baseline; val_loss_own_control
+    scores the same tokens at each review's own label and source (u = ±1). Steering is judged
+    at steer_u (default: the checkpoint's trained_steer_u).
     """
     size = QUICK if quick else FULL
     hybrid, tok, config = load_checkpoint(checkpoint)
@@ -289,17 +377,27 @@ def evaluate(checkpoint: str | Path = DEFAULT_CHECKPOINT, baseline: str | Path =
     if not _same_tokenizer(tok, baseline_tok):
         raise ValueError(f"{checkpoint} and {baseline} use different tokenizers, so their losses are not "
                          "comparable; train the baseline with --tokenizer pointing at the hybrid's")
+    steer_u = trained_steer_u(config) if steer_u is None else float(steer_u)
+    if not 0 < steer_u <= 3:
+        raise ValueError(f"steer_u must lie in (0, 3], got {steer_u}")
     torch.manual_seed(SEED)
 
     block = min(hybrid.config.block_size, discrete.config.block_size)
-    val_x, val_y, _ = heldout_batch(tok, block, size.val_reviews)
+    val_x, val_y, val_u = heldout_batch(tok, block, size.val_reviews)
     report = {"val_loss_hybrid": evaluate_loss(hybrid, val_x, val_y),
-              "val_loss_discrete": evaluate_loss(discrete, val_x, val_y)}
+              "val_loss_discrete": evaluate_loss(discrete, val_x, val_y),
+              "val_loss_own_control": evaluate_loss(hybrid, val_x, val_y, val_u), "steer_u": steer_u}
+    report["val_loss_u0"] = report["val_loss_hybrid"]
+    openings = heldout_openings(size.bpb_reviews)
+    imdb_openings = heldout_openings(size.bpb_reviews, sources=("imdb",))
+    report["bits_per_byte_hybrid"] = bits_per_byte(hybrid, tok, openings)
+    report["bits_per_byte_discrete"] = bits_per_byte(discrete, tok, openings)
+    report["bits_per_byte_hybrid_imdb"] = bits_per_byte(hybrid, tok, imdb_openings)
     report.update(log_summary(checkpoint, baseline, config["model"], hybrid))
     report["judge_heldout_acc"] = sentiment_judge().accuracy(data.heldout_reviews())
 
     prompts = heldout_prompts(tok, size.prompts)
-    gens = generate_for_prompts(hybrid, tok, prompts)
+    gens = generate_for_prompts(hybrid, tok, prompts, steering_settings(steer_u))
     sentiment = {k: judge_sentiment(gens.continuations[k]) for k in ("positive", "negative", "neutral")}
     report["steer_pos_clf"] = _fraction(sentiment["positive"].classifier, 1)
     report["steer_neg_clf"] = _fraction(sentiment["negative"].classifier, -1)
@@ -307,20 +405,63 @@ def evaluate(checkpoint: str | Path = DEFAULT_CHECKPOINT, baseline: str | Path =
     report["steer_neg_vader"] = _fraction(sentiment["negative"].vader, -1)
     report["steer_neutral_pos_clf"] = _fraction(sentiment["neutral"].classifier, 1)
 
-    raw = word_probabilities(hybrid, tok)
+    raw = word_probabilities(hybrid, tok, controls=probe_controls(steer_u))
     report["probe_good_pos"], report["probe_bad_neg"] = probe_shares(raw)
     report["probe_raw"] = raw
-    report["solver_divergence"] = solver_divergence(hybrid, prompts)
+    report["solver_divergence"] = solver_divergence(hybrid, prompts, (-steer_u, 0.0, steer_u))
     report["style_rt_acc"] = _fraction(judge_style(gens.continuations["rotten_tomatoes"]), -1)
     report["style_imdb_acc"] = _fraction(judge_style(gens.continuations["imdb"]), 1)
     report["ode_relative_displacement"] = middle_relative_update(hybrid, val_x, val_y)
     report["discrete_mid_relative_update"] = middle_relative_update(discrete, val_x, val_y)
     report["valid_word_rate"] = valid_word_rate(tok, gens, training_words())
+    report["repeated_trigram_rate"] = repeated_trigram_rate([text for k in gens.continuations
+                                                             for text in gens.continuations[k]])
     steered = torch.cat([gens.tokens["positive"], gens.tokens["negative"]])
     ppl_steered = continuation_perplexity(hybrid, prompts + prompts, steered)
     ppl_own = continuation_perplexity(hybrid, prompts, gens.tokens["neutral"])
     report["ppl_ratio_steered"] = ppl_steered / ppl_own
     return {k: report[k] for k in KEYS}
+
+
+# ---------------------------------------------------------------- choosing the sampler's defaults
+
+SAMPLING_GRID = {
+    "T0.8 k40 (before)": Sampling(temperature=0.8, top_k=40),
+    "T0.7 k40": Sampling(temperature=0.7, top_k=40),
+    "T0.8 p0.9": Sampling(temperature=0.8, top_k=None, top_p=0.9),
+    "T0.8 k40 ngram3": Sampling(temperature=0.8, top_k=40, no_repeat_ngram=3),
+    "T0.8 k40 rep1.2": Sampling(temperature=0.8, top_k=40, repetition_penalty=1.2),
+    "T0.7 k40 ngram3": Sampling(temperature=0.7, top_k=40, no_repeat_ngram=3),
+    "T0.7 p0.9 ngram3": Sampling(temperature=0.7, top_k=None, top_p=0.9, no_repeat_ngram=3),
+    "T0.7 k40 rep1.1 ngram3": Sampling(temperature=0.7, top_k=40, repetition_penalty=1.1, no_repeat_ngram=3),
+}
+
+
+def judge_generations(tok, gens: PromptGenerations) -> dict:
+    """The evaluation's text figures of one set of generations: judges, valid words, repeats."""
+    sentiment = {k: judge_sentiment(gens.continuations[k]) for k in ("positive", "negative")}
+    return {"steer_pos_clf": _fraction(sentiment["positive"].classifier, 1),
+            "steer_neg_clf": _fraction(sentiment["negative"].classifier, -1),
+            "steer_pos_vader": _fraction(sentiment["positive"].vader, 1),
+            "steer_neg_vader": _fraction(sentiment["negative"].vader, -1),
+            "style_rt_acc": _fraction(judge_style(gens.continuations["rotten_tomatoes"]), -1),
+            "style_imdb_acc": _fraction(judge_style(gens.continuations["imdb"]), 1),
+            "valid_word_rate": valid_word_rate(tok, gens, training_words()),
+            "repeated_trigram_rate": repeated_trigram_rate([text for k in gens.continuations
+                                                            for text in gens.continuations[k]])}
+
+
+def sampling_sweep(checkpoint: str | Path = DEFAULT_CHECKPOINT, grid: dict[str, Sampling] | None = None,
+                   n_prompts: int = FULL.prompts, steer_u: float | None = None) -> dict[str, dict]:
+    """judge_generations for each sampler of the grid (default SAMPLING_GRID), on the evaluation's
+    prompts, controls and seeds."""
+    grid = SAMPLING_GRID if grid is None else grid
+    model, tok, config = load_checkpoint(checkpoint)
+    steer_u = trained_steer_u(config) if steer_u is None else float(steer_u)
+    prompts = heldout_prompts(tok, n_prompts)
+    return {name: judge_generations(tok, generate_for_prompts(model, tok, prompts, steering_settings(steer_u),
+                                                              sampling=sampling))
+            for name, sampling in grid.items()}
 
 
 def format_table(report: dict, seconds: float | None = None) -> str:
@@ -341,9 +482,9 @@ def format_table(report: dict, seconds: float | None = None) -> str:
     return "\n".join(lines)
 
 
-def run(checkpoint, baseline, quick: bool, as_json: bool) -> str:
+def run(checkpoint, baseline, quick: bool, as_json: bool, steer_u: float | None = None) -> str:
     start = time.perf_counter()
-    report = evaluate(checkpoint, baseline, quick)
+    report = evaluate(checkpoint, baseline, quick, steer_u)
     if as_json:
         return json.dumps(report, indent=2)
     return format_table(report, time.perf_counter() - start)

@@ -7,15 +7,56 @@ solver it integrates the whole sequence at every step instead. For fixed-step so
 cached and uncached sampling give the same tokens; an adaptive solver picks its steps
 from the error of everything it integrates at once, so with a per-token field the two
 may differ there in the last digits.
+
+Fixed-step solvers (and the discrete model) decode on the fast path of steering/decode.py
+by default: the same tokens from fewer, fused ops on a static cache. fast=False keeps the
+general path below (the reference the fast one is tested and benchmarked against).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from .ode import TRAINING_SOLVER, SolverConfig, validate_control
 from .tokenizer import bos_id, decode, encode
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How the next token is drawn from the logits.
+
+    temperature 0 is greedy. top_k / top_p cut the tail. repetition_penalty > 1 divides the
+    positive logits (multiplies the negative ones) of every token already in the text (CTRL);
+    no_repeat_ngram n > 0 forbids any token that would repeat an n-gram of tokens already in the
+    text. DEFAULT_SAMPLING's values were chosen by measurement (docs/model-card.md, "Sampling").
+    """
+
+    temperature: float = 0.8
+    top_k: int | None = 40
+    top_p: float | None = None
+    repetition_penalty: float = 1.0
+    no_repeat_ngram: int = 0
+
+    def __post_init__(self):
+        if not 0 <= self.temperature <= 10:
+            raise ValueError(f"temperature must be in [0, 10], got {self.temperature}")
+        if self.top_k is not None and self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not 1.0 <= self.repetition_penalty <= 10:
+            raise ValueError(f"repetition_penalty must be in [1, 10], got {self.repetition_penalty}")
+        if not isinstance(self.no_repeat_ngram, int) or not 0 <= self.no_repeat_ngram <= 16:
+            raise ValueError(f"no_repeat_ngram must be an integer in [0, 16], got {self.no_repeat_ngram}")
+
+
+DEFAULT_SAMPLING = Sampling()
+GREEDY = Sampling(temperature=0.0, top_k=None)
+
+
+class Cancelled(Exception):
+    """Decoding stopped because the caller's cancelled() said so (the inputs changed meanwhile)."""
 
 
 @dataclass
@@ -59,22 +100,52 @@ def filter_logits(logits: torch.Tensor, temperature: float, top_k: int | None, t
     return logits
 
 
-def check_sampling_args(max_new_tokens: int, temperature: float, top_k, top_p, block_size: int):
+def penalize_repeats(logits: torch.Tensor, history: torch.Tensor, sampling: Sampling) -> torch.Tensor:
+    """logits [n, vocab] with the repetition penalty and the no-repeat n-gram ban applied, given
+    each row's text so far, history [n, length] (prompt and generated tokens)."""
+    if sampling.repetition_penalty != 1.0:
+        seen = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, history, True)
+        penalized = torch.where(logits > 0, logits / sampling.repetition_penalty, logits * sampling.repetition_penalty)
+        logits = torch.where(seen, penalized, logits)
+    n = sampling.no_repeat_ngram
+    if n and history.shape[1] >= n:
+        logits = logits.clone()
+        grams = history.unfold(1, n, 1)                           # [rows, windows, n]
+        for row in range(history.shape[0]):
+            tail = history[row, history.shape[1] - n + 1:]       # the n - 1 tokens a new n-gram would start with
+            match = (grams[row, :, :n - 1] == tail).all(-1) if n > 1 else torch.ones(grams.shape[1], dtype=torch.bool)
+            logits[row, grams[row, match, n - 1]] = float("-inf")
+    return logits
+
+
+def next_tokens(logits: torch.Tensor, history: torch.Tensor, sampling: Sampling, gen: torch.Generator) -> torch.Tensor:
+    """One token per row [n, 1], drawn from logits [n, vocab] as `sampling` says."""
+    logits = penalize_repeats(logits.float(), history, sampling)
+    if sampling.temperature == 0:
+        return logits.argmax(-1, keepdim=True)
+    probs = filter_logits(logits, sampling.temperature, sampling.top_k, sampling.top_p).softmax(-1)
+    return torch.multinomial(probs.cpu(), 1, generator=gen).to(logits.device)
+
+
+def check_sampling_args(max_new_tokens: int, block_size: int):
     if not 1 <= max_new_tokens < block_size:
         raise ValueError(f"max_new_tokens must be in [1, {block_size - 1}], got {max_new_tokens}")
-    if not (temperature >= 0 and temperature <= 10):
-        raise ValueError(f"temperature must be in [0, 10], got {temperature}")
-    if top_k is not None and top_k < 0:
-        raise ValueError(f"top_k must be >= 0, got {top_k}")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
 
 
 @torch.inference_mode()   # lighter than no_grad per op; decoding one token at a time is overhead-bound
 def sample_tokens(model, ids: list[int], u: torch.Tensor, max_new_tokens: int, *, n: int = 1,
-                  temperature: float = 0.8, top_k: int | None = 40, top_p: float | None = None, seed: int = 0,
-                  solver: SolverConfig = TRAINING_SOLVER, use_cache: bool = True) -> tuple[torch.Tensor, int]:
-    """n continuations of one prompt: (new token ids [n, max_new_tokens], total NFE)."""
+                  sampling: Sampling = DEFAULT_SAMPLING, seed: int = 0,
+                  solver: SolverConfig = TRAINING_SOLVER, use_cache: bool = True,
+                  fast: bool = True) -> tuple[torch.Tensor, int]:
+    """n continuations of one prompt: (new token ids [n, max_new_tokens], total NFE).
+
+    fast: decode on steering/decode.py's fast path where it applies (with the cache, a fixed-step
+    solver or the discrete model); the tokens are the same either way."""
+    if fast and use_cache:
+        from .decode import can_decode_fast, fast_sample_tokens
+        if can_decode_fast(model, solver):
+            return fast_sample_tokens(model, ids, u, max_new_tokens, n=n, sampling=sampling, seed=seed,
+                                      solver=solver)
     device = next(model.parameters()).device
     gen = torch.Generator(device="cpu").manual_seed(seed)
     x = torch.tensor([ids] * n, dtype=torch.long, device=device)
@@ -94,11 +165,7 @@ def sample_tokens(model, ids: list[int], u: torch.Tensor, max_new_tokens: int, *
             mid = model.middle(h0, u, solver)
             logits = model.decode(mid.final)[:, -1]
         nfe += mid.nfe
-        if temperature == 0:
-            nxt = logits.argmax(-1, keepdim=True)
-        else:
-            probs = filter_logits(logits.float(), temperature, top_k, top_p).softmax(-1)
-            nxt = torch.multinomial(probs.cpu(), 1, generator=gen).to(device)
+        nxt = next_tokens(logits, x, sampling, gen)
         new.append(nxt)
         x = torch.cat([x, nxt], dim=1)
         step_input = nxt
@@ -106,17 +173,21 @@ def sample_tokens(model, ids: list[int], u: torch.Tensor, max_new_tokens: int, *
 
 
 def generate(model, tok, prompt: str, sentiment: float = 0.0, style: float = 0.0, *, n: int = 1,
-             max_new_tokens: int = 40, temperature: float = 0.8, top_k: int | None = 40, top_p: float | None = None,
-             seed: int = 0, solver: SolverConfig = TRAINING_SOLVER, use_cache: bool = True) -> list[Generation]:
-    """Steered continuations of a prompt (any text; an empty prompt starts from BOS)."""
+             max_new_tokens: int = 40, sampling: Sampling = DEFAULT_SAMPLING, seed: int = 0,
+             solver: SolverConfig = TRAINING_SOLVER, use_cache: bool = True, fast: bool = True,
+             **sampling_overrides) -> list[Generation]:
+    """Steered continuations of a prompt (any text; an empty prompt starts from BOS).
+
+    sampling_overrides (temperature=..., top_k=..., ...) replace fields of `sampling`."""
     if not isinstance(prompt, str):
         raise ValueError("prompt must be text")
+    sampling = replace(sampling, **sampling_overrides) if sampling_overrides else sampling
     block_size = model.config.block_size
-    check_sampling_args(max_new_tokens, temperature, top_k, top_p, block_size)
+    check_sampling_args(max_new_tokens, block_size)
     u = validate_control([sentiment, style])
     ids, notice = prompt_ids(tok, prompt, block_size, max_new_tokens)
-    new, nfe = sample_tokens(model, ids, u, max_new_tokens, n=n, temperature=temperature, top_k=top_k,
-                             top_p=top_p, seed=seed, solver=solver, use_cache=use_cache)
+    new, nfe = sample_tokens(model, ids, u, max_new_tokens, n=n, sampling=sampling, seed=seed, solver=solver,
+                             use_cache=use_cache, fast=fast)
     shown_prompt = decode(tok, ids)
     results = []
     for row in new.tolist():

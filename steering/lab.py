@@ -96,6 +96,19 @@ def neighbour_controls(control: tuple[float, float], previous: tuple[float, floa
     return out
 
 
+def range_controls(control: tuple[float, float], previous: tuple[float, float] | None = None
+                   ) -> list[tuple[float, float]]:
+    """Every other position of the sentiment slider (style held), in the order the Steer page computes
+    them ahead: the neighbours on the axis moved last (neighbour_controls), then the rest nearest first,
+    at equal distance the direction of the last move first."""
+    first = neighbour_controls(control, previous)
+    onward = -1.0 if previous is not None and previous[0] > control[0] else 1.0
+    positions = [snap_u(U_MIN + k * U_STEP) for k in range(int(round((U_MAX - U_MIN) / U_STEP)) + 1)]
+    positions.sort(key=lambda v: (round(abs(v - control[0]) / U_STEP), 0 if (v - control[0]) * onward > 0 else 1))
+    rest = [(v, control[1]) for v in positions if v != control[0]]
+    return first + [c for c in rest if c not in first]
+
+
 def snap_u(value: float) -> float:
     """Round to the slider's step so a URL value lands on a slider position."""
     return round(round(value / U_STEP) * U_STEP, 2) + 0.0
@@ -358,12 +371,22 @@ class SteerView:
     solve_nfe: int               # field evaluations of one solve of the prompt
     eval_taus: list[float]
     solver_label: str
+    judgement: "Judgement | None" = None   # attached by attach_judgements (the page judges otherwise)
 
 
 def compute_steer_view(model, tok, pca_map, prompt: str, control: tuple[float, float], solver: SolverConfig, *,
                        seed: int = 0, max_new_tokens: int = 24, temperature: float = 0.8, top_k: int = 10,
-                       n_tau: int = 33) -> SteerView:
-    """Continuation (fixed seed, so only u changes it), next-token top-k, the path in the map, NFE."""
+                       n_tau: int = 33, cancelled=None) -> SteerView:
+    """Continuation (fixed seed, so only u changes it), next-token top-k, the path in the map, NFE.
+
+    Fixed-step solvers go through compute_steer_views (the fast decoder; the next-token odds come
+    from the generation's own prompt pass; cancelled() is polled between tokens, as there);
+    adaptive ones through the general functions below."""
+    from .decode import can_decode_fast
+    if can_decode_fast(model, solver):
+        return compute_steer_views(model, tok, pca_map, prompt, [control], solver, seed=seed,
+                                   max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, n_tau=n_tau,
+                                   cancelled=cancelled)[0]
     from .analysis.pca import project_trajectory
     from .analysis.sweep import next_token_distribution
     from .analysis.trajectories import compute_trajectory
@@ -380,6 +403,90 @@ def compute_steer_view(model, tok, pca_map, prompt: str, control: tuple[float, f
                      next_probs=[float(p) for p in probs], tau=[float(t) for t in traj.tau],
                      path=np.asarray(path, dtype=float).tolist(), solve_nfe=int(traj.nfe),
                      eval_taus=[float(t) for t in traj.eval_taus], solver_label=traj.solver_label)
+
+
+def compute_steer_views(model, tok, pca_map, prompt: str, controls: list[tuple[float, float]], solver: SolverConfig,
+                        *, seed: int = 0, max_new_tokens: int = 24, temperature: float = 0.8, top_k: int = 10,
+                        n_tau: int = 33, cancelled=None) -> list[SteerView]:
+    """compute_steer_view for several controls of one prompt at once: one batched decode, one batched solve.
+
+    Each row samples from its own generator seeded with `seed`, so a row gives the tokens a call for
+    that control alone gives (batched products round differently in the last bits, which can flip a
+    token only where two are tied to float precision). cancelled() is polled between tokens and
+    stages; when it returns True the computation stops with generate.Cancelled. Adaptive solvers
+    (no fast decoder) are computed one control at a time.
+    """
+    from dataclasses import replace as _replace
+
+    import torch
+
+    from .analysis.inputs import prompt_tensor, tau_grid
+    from .decode import can_decode_fast, fast_sample_tokens
+    from .generate import DEFAULT_SAMPLING, Cancelled, check_sampling_args, prompt_ids
+    from .ode import validate_control
+    from .tokenizer import decode
+
+    if not can_decode_fast(model, solver):
+        return [compute_steer_view(model, tok, pca_map, prompt, c, solver, seed=seed, max_new_tokens=max_new_tokens,
+                                   temperature=temperature, top_k=top_k, n_tau=n_tau) for c in controls]
+    if not isinstance(prompt, str):
+        raise ValueError("prompt must be text")
+    if not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+    if not controls:
+        return []
+    block_size = model.config.block_size
+    max_new_tokens = max(1, min(max_new_tokens, block_size - 1))
+    check_sampling_args(max_new_tokens, block_size)
+    u = validate_control([list(c) for c in controls])
+    rows = len(controls)
+    sampling = _replace(DEFAULT_SAMPLING, temperature=temperature)
+    ids, notice = prompt_ids(tok, prompt, block_size, max_new_tokens)
+    first_logits = []
+    new, nfe = fast_sample_tokens(model, ids, u, max_new_tokens, n=rows, sampling=sampling, solver=solver,
+                                  gens=[torch.Generator(device="cpu").manual_seed(seed) for _ in range(rows)],
+                                  cancelled=cancelled, on_prompt=first_logits.append)
+    if cancelled is not None and cancelled():
+        raise Cancelled()
+    idx, _ = prompt_tensor(model, tok, prompt)
+    with torch.inference_mode():
+        if idx[0].tolist() == ids:    # the generation's prompt pass gave the next-token logits already
+            logits = first_logits[0]
+        else:                         # a prompt cut differently for generation: one more pass
+            from .analysis.inputs import decode_last
+            h0 = model.encode(idx).expand(rows, -1, -1)
+            logits = decode_last(model, model.middle(h0, u, solver).final)
+        top = torch.topk(logits.float().softmax(-1), min(top_k, logits.shape[-1]))
+        # the path: every control's solve of the prompt in one batch (exact per row for fixed steps)
+        h0 = model.encode(idx)
+        solve = model.middle(h0.expand(rows, -1, -1), u.to(h0.device), solver, tau=tau_grid(n_tau))
+    states = solve.states.float().cpu().numpy()               # [T, rows, tokens, d]
+    shown = decode(tok, ids)
+    label = solver.label() if hasattr(model, "field") else f"{len(solve.eval_taus)} discrete blocks"
+    views = []
+    for r in range(rows):
+        path = pca_map.project(states[:, r].mean(axis=1))
+        views.append(SteerView(
+            prompt_shown=shown, continuation=decode(tok, new[r].tolist()), generation_notice=notice,
+            generation_nfe=int(nfe), next_tokens=[decode(tok, [i]) for i in top.indices[r].tolist()],
+            next_probs=[float(p) for p in top.values[r].tolist()], tau=[float(t) for t in solve.tau.tolist()],
+            path=np.asarray(path, dtype=float).tolist(), solve_nfe=int(solve.nfe),
+            eval_taus=[float(t) for t in solve.eval_taus], solver_label=label))
+    return views
+
+
+def attach_judgements(views: list[SteerView]) -> list[SteerView]:
+    """Each view with its text judged (one batched call of each judge); returns the views."""
+    from . import judge
+    if not views:
+        return views
+    texts = [v.prompt_shown + v.continuation for v in views]
+    compound = judge.vader_compound(texts)
+    probability = judge.sentiment_judge().probability(texts) if judge_available() else None
+    for k, view in enumerate(views):
+        view.judgement = Judgement(classifier_positive=None if probability is None else float(probability[k]),
+                                   vader_compound=float(compound[k]))
+    return views
 
 
 @dataclass
@@ -429,10 +536,10 @@ def regimes_in_chunks(model, tok, prompt: str, u_grid, *, solvers=("dopri5", "ad
     """steering.analysis.regimes.nfe_regimes over slices of the u grid, merged into one Regimes.
 
     Every u is its own solve either way, so the merged NFE equal one whole sweep's; the
-    switch, the crossover and the agreement are recomputed on the merged arrays with the
-    analysis module's own functions. on_progress(done_fraction) is called after each slice.
+    switches, the crossover and the disagreements are recomputed on the merged arrays with the
+    analysis module's own function. on_progress(done_fraction) is called after each slice.
     """
-    from .analysis.regimes import crossing, level_switch, nfe_regimes, relative_difference
+    from .analysis.regimes import nfe_regimes, profile_summary
 
     grid = np.asarray(u_grid, dtype=float)
     if grid.size == 0:
@@ -447,14 +554,7 @@ def regimes_in_chunks(model, tok, prompt: str, u_grid, *, solvers=("dopri5", "ad
     nfe = {m: np.concatenate([p.nfe[m] for p in parts]) for m in methods}
     steps = {m: np.concatenate([p.steps[m] for p in parts]) for m in methods}
     relative = np.concatenate([p.target_probability for p in parts])
-    switch_u, levels = level_switch(grid, nfe[methods[0]])
-    if len(methods) > 1:
-        agreement = relative_difference(nfe[methods[0]], nfe[methods[1]])
-        step_agreement = relative_difference(steps[methods[0]], steps[methods[1]])
-    else:
-        agreement = step_agreement = 0.0
-    return replace(first, u=grid, nfe=nfe, steps=steps, agreement=agreement, step_agreement=step_agreement,
-                   switch_u=switch_u, nfe_levels=levels, crossover_u=crossing(grid, relative),
+    return replace(first, u=grid, nfe=nfe, steps=steps, **profile_summary(grid, nfe, steps, relative),
                    target_probability=relative, target_raw=np.concatenate([p.target_raw for p in parts]),
                    seconds=float(sum(p.seconds for p in parts)))
 

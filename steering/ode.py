@@ -164,6 +164,8 @@ class ControlledVectorField(nn.Module):
         if entry_stats is None:
             raise ValueError("an entry-normalised field needs its path's entry statistics (bind it to H(0))")
         mean, scale = entry_stats
+        if not torch.is_grad_enabled():   # the same arithmetic in place: fewer buffers when decoding or measuring
+            return torch.sub(h, mean).div_(scale).mul_(self.norm.weight).add_(self.norm.bias)
         return (h - mean) / scale * self.norm.weight + self.norm.bias
 
     def bind(self, u: torch.Tensor, h0: torch.Tensor, precompute: bool = True) -> "_FieldUnderControl":
@@ -207,12 +209,18 @@ class ControlledVectorField(nn.Module):
         d = h.shape[-1]
         w = self.fc_in.weight
         normed = self.normalize(h, entry_stats)
-        pre = F.linear(normed, w[:, :d]) + control_features + torch.as_tensor(tau, dtype=h.dtype) * w[:, -1]
+        tau_term = torch.as_tensor(tau, dtype=h.dtype) * w[:, -1]
+        # without autograd (and autocast, which would change the result dtypes) the same sums and
+        # products run in place: bit for bit the same values, fewer buffers
+        grad = torch.is_grad_enabled() or torch.is_autocast_enabled(h.device.type)
+        pre = F.linear(normed, w[:, :d])
+        pre = pre + control_features + tau_term if grad else pre.add_(control_features).add_(tau_term)
         out = self.fc_out(F.softplus(pre))
         if self.mix is not None:
             cache = None if self.kv_cache is None else self.kv_cache.setdefault(self.nfe - 1, {})
-            out = out + self.mix(normed, cache)
-        out = self.alpha * out
+            mixed = self.mix(normed, cache)
+            out = out + mixed if grad else out.add_(mixed)
+        out = self.alpha * out if grad else out.mul_(self.alpha)
         if self.recorded_outputs is not None:
             self.recorded_outputs.append(out)
         return out
@@ -351,9 +359,12 @@ def _euler_endpoints(field: ControlledVectorField, h0: torch.Tensor, u: torch.Te
     token is decoded at a time (generation with the KV cache, the app's slider)."""
     bound = field.bind(u, h0)
     dt = 1.0 / steps
+    # a power-of-two step makes dt·f exact, so the fused multiply-add gives h + dt·f bit for bit, in one pass
+    exact_fma = math.frexp(dt)[0] == 0.5
     h = h0
     for k in range(steps):
-        h = h + dt * bound(h0.new_tensor(k * dt), h)
+        f = bound(h0.new_tensor(k * dt), h)
+        h = torch.add(h, f, alpha=dt) if exact_fma else h + dt * f
     outputs = field.recorded_outputs
     field.recorded_outputs = None
     return BlockSolve(states=torch.stack([h0, h]), tau=tau, nfe=field.nfe, eval_taus=list(field.eval_taus),
@@ -375,9 +386,10 @@ def path_roughness(field_outputs: list[torch.Tensor], h0: torch.Tensor, relative
         raise ValueError(f"relative_to must be 'state' or 'field', got {relative_to!r}")
     if len(field_outputs) < 2:
         return h0.new_zeros(())
+    field_outputs = [out.float() for out in field_outputs]   # fp32 even under bf16 autocast: a small difference
     diffs = torch.stack([(b - a).pow(2).sum(-1) for a, b in zip(field_outputs[:-1], field_outputs[1:])])
     if relative_to == "field":
         size = torch.stack([out.pow(2).sum(-1) for out in field_outputs]).mean()
     else:
-        size = h0.detach().pow(2).sum(-1).mean()
+        size = h0.detach().float().pow(2).sum(-1).mean()
     return diffs.mean() / size.clamp_min(1e-8)

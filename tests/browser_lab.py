@@ -140,3 +140,45 @@ def move_sentiment(page, key: str, timeout: float = 60.0) -> float:
 def open_page(page, url: str, timeout: float = 180.0):
     page.goto(url, timeout=timeout * 1000, wait_until="domcontentloaded")
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout * 1000)
+
+
+@contextmanager
+def browser_sessions(count: int, width: int = 1600, height: int = 1000):
+    """`count` pages in separate browser contexts of one chromium: separate Streamlit sessions at once."""
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield [chromium.new_context(viewport={"width": width, "height": height}).new_page() for _ in range(count)]
+        finally:
+            chromium.close()
+
+
+def press_sentiment(page, key: str) -> tuple[list, float]:
+    """Press a key on the sentiment slider without waiting: (the map's signature before, the time of the press)."""
+    before = map_signature(page)
+    slider = sentiment_slider(page)
+    slider.focus()
+    start = time.perf_counter()
+    page.keyboard.press(key)
+    return before, start
+
+
+def wait_for_maps(pages, befores, timeout: float = 60.0) -> list[float]:
+    """Poll every page until its map differs from `befores`; the perf_counter time each one changed."""
+    changed = [None] * len(pages)
+    deadline = time.perf_counter() + timeout
+    while None in changed:
+        if time.perf_counter() > deadline:
+            raise TimeoutError("a page's map did not update")
+        for i, page in enumerate(pages):
+            if changed[i] is None and map_signature(page) != befores[i]:
+                changed[i] = time.perf_counter()
+    return changed
+
+
+def change_prompt(page, text: str):
+    """Type a new prompt in the sidebar and apply it (Ctrl+Enter, as the text area says)."""
+    box = page.locator(".st-key-w_prompt textarea")
+    box.fill(text)
+    box.press("Control+Enter")

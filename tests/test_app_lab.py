@@ -158,7 +158,9 @@ def test_regimes_in_chunks_equal_one_sweep(small_hybrid, small_tokenizer):
     assert seen == [0.25, 0.5, 0.75, 1.0]
     for name in whole.nfe:
         assert merged.nfe[name].tolist() == whole.nfe[name].tolist()
-    assert merged.switch_u == whole.switch_u and merged.agreement == whole.agreement
+    assert merged.switches == whole.switches and merged.segments == whole.segments
+    assert merged.switch_u == whole.switch_u and merged.reading == whole.reading
+    assert merged.nfe_disagreement == whole.nfe_disagreement and merged.step_disagreement == whole.step_disagreement
     assert np.allclose(merged.target_probability, whole.target_probability)
     assert (merged.crossover_u is None) == (whole.crossover_u is None)
     if whole.crossover_u is not None:

@@ -86,6 +86,51 @@ def test_bench_generation_and_sweep_figures(bench_json):
     assert bench_json["regimes_sweep_method"].startswith("nfe_regimes")
 
 
+def test_bench_decode_figures(bench_json, small_tokenizer):
+    for key in ("decode_tokens_per_s", "decode_tokens_per_s_general", "decode_speedup", "decode_ms_per_token_floor",
+                "latency_ratio_fused"):
+        assert math.isfinite(bench_json[key]) and bench_json[key] > 0, (key, bench_json[key])
+    assert bench_json["decode_same_tokens"] is True
+    assert bench_json["decode_threads"] == 1
+    assert bench_json["decode_prompt_tokens"] + bench_json["decode_new_tokens"] == BENCH_SMALL["block_size"]
+    assert bench_json["decode_speedup"] == pytest.approx(
+        bench_json["decode_tokens_per_s"] / bench_json["decode_tokens_per_s_general"])
+    assert bench_json["decode_tokens_per_s"] == pytest.approx(1e3 / bench_json["decode_ms_per_token"])
+    assert bench_json["decode_floor_dtype"] in bench_json["decode_floor_ms_by_dtype"]
+    assert bench_json["decode_ms_per_token_floor"] == pytest.approx(min(bench_json["decode_floor_ms_by_dtype"].values()))
+    config = ModelConfig(**{**BENCH_SMALL, "arch": "hybrid", "vocab_size": small_tokenizer.get_vocab_size()})
+    assert bench_json["decode_weight_macs"] == bench.decode_weight_macs(config)
+    assert bench_json["latency_minus_flop_ratio"] == pytest.approx(bench_json["latency_ratio"] - bench_json["flop_ratio"])
+
+
+@pytest.mark.parametrize("fixture", ["small_entry_hybrid", "small_hybrid", "small_discrete"])
+def test_a_fast_decoding_step_multiplies_exactly_the_weights_counted(fixture, request):
+    """The fused step's products are the token's weight products: nothing computed twice, nothing missed
+    (the field's output product has one extra row, its biases, fed by a constant 1)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from steering.decode import new_stepper
+
+    class CountMatmuls(TorchDispatchMode):      # FlopCounterMode has no formula for the in-place addmm_
+        macs = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.addmm_.default):
+                a, b = args[-2], args[-1]
+                self.macs += a.shape[0] * a.shape[1] * b.shape[1]
+            return func(*args, **(kwargs or {}))
+
+    model = request.getfixturevalue(fixture)
+    solver = SolverConfig("euler", steps=4)
+    with torch.inference_mode():
+        step = new_stepper(model, 1, torch.zeros(1, 2), solver)
+        step(torch.tensor([[1, 2, 3]]), 0)
+        with CountMatmuls() as counter:
+            step(torch.tensor([[4]]), 3)
+    bias_rows = solver.steps * model.config.d_model if model.config.arch == "hybrid" else 0
+    assert counter.macs == bench.decode_weight_macs(model.config, solver) + bias_rows
+
+
 def test_analytic_flops_equal_torch_counted_flops(small_tokenizer):
     hybrid, discrete, _ = _models(small_tokenizer.get_vocab_size())
     idx = torch.zeros(3, 20, dtype=torch.long)

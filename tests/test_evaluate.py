@@ -9,10 +9,10 @@ import torch
 from steering import data, evaluate
 from steering.__main__ import main
 from steering.checkpoint import load_checkpoint, read_log
-from steering.generate import sample_tokens
+from steering.generate import GREEDY, sample_tokens
 from steering.tokenizer import decode, encode
 
-PROBABILITIES = ("judge_heldout_acc", "steer_pos_clf", "steer_neg_clf", "steer_pos_vader", "steer_neg_vader",
+PROBABILITIES = ("repeated_trigram_rate", "judge_heldout_acc", "steer_pos_clf", "steer_neg_clf", "steer_pos_vader", "steer_neg_vader",
                  "steer_neutral_pos_clf", "probe_good_pos", "probe_bad_neg", "style_rt_acc", "style_imdb_acc",
                  "valid_word_rate")
 
@@ -28,12 +28,15 @@ def test_cli_prints_exactly_the_issue_keys_with_finite_values_in_range(tiny_trai
     assert main(["evaluate", "--quick", "--json", "--checkpoint", str(hybrid), "--baseline", str(discrete)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert list(report) == list(evaluate.KEYS)
-    assert len(evaluate.KEYS) == 22
+    assert len(evaluate.KEYS) == 29
     for key in PROBABILITIES:
         assert 0.0 <= report[key] <= 1.0, key
     vocab = math.log(load_checkpoint(hybrid)[0].config.vocab_size)
-    for key in ("val_loss_hybrid", "val_loss_discrete"):
+    for key in ("val_loss_hybrid", "val_loss_discrete", "val_loss_own_control", "val_loss_u0"):
         assert 0.5 * vocab < report[key] < 1.5 * vocab, key      # a few steps from uniform
+    assert report["val_loss_u0"] == report["val_loss_hybrid"] and report["steer_u"] == 1.0
+    for key in ("bits_per_byte_hybrid", "bits_per_byte_discrete", "bits_per_byte_hybrid_imdb"):
+        assert 1.0 < report[key] < 8.0, key                      # bits per UTF-8 byte, a few steps from uniform
     for key in ("alpha_initial", "alpha_final", "solver_divergence", "ode_relative_displacement",
                 "discrete_mid_relative_update", "ppl_ratio_steered"):
         assert math.isfinite(report[key]) and report[key] >= 0, key
@@ -106,7 +109,7 @@ def test_solver_divergence_and_block_update_vanish_for_an_identity_block(small_h
 
 def test_continuation_perplexity_prefers_the_models_own_text(small_hybrid, small_tokenizer):
     prompts = evaluate.heldout_prompts(small_tokenizer, 2)
-    own = torch.stack([sample_tokens(small_hybrid, p, torch.zeros(1, 2), 10, temperature=0)[0][0]
+    own = torch.stack([sample_tokens(small_hybrid, p, torch.zeros(1, 2), 10, sampling=GREEDY)[0][0]
                        for p in prompts])
     noise = torch.randint(0, small_tokenizer.get_vocab_size(), own.shape, generator=torch.Generator().manual_seed(0))
     greedy, random_tokens = (evaluate.continuation_perplexity(small_hybrid, prompts, t) for t in (own, noise))
@@ -117,3 +120,59 @@ def test_wrong_checkpoints_are_refused(tiny_trained_pair, capsys):
     hybrid, discrete = tiny_trained_pair
     assert main(["evaluate", "--quick", "--checkpoint", str(discrete), "--baseline", str(discrete)]) == 2
     assert "must be the hybrid" in capsys.readouterr().err
+
+
+def test_repeated_trigram_rate_counts_repeats_within_each_text_only():
+    assert evaluate.repeated_trigram_rate(["a b c a b c", "x y z"]) == pytest.approx(1 / 5)  # 4 + 1 trigrams, one repeat
+    assert evaluate.repeated_trigram_rate(["a b c", "a b c"]) == 0.0     # across texts is not a repeat
+    assert evaluate.repeated_trigram_rate(["It was. it WAS, it was"]) == pytest.approx(2 / 4)
+    assert evaluate.repeated_trigram_rate(["", "too short"]) == 0.0
+
+
+def test_heldout_openings_are_cut_at_a_space_per_group():
+    openings = evaluate.heldout_openings(5, chars=120)
+    assert len(openings) == 20
+    held = {r.text for r in data.heldout_reviews()}
+    for text in openings:
+        assert len(text) <= 120 and not text.endswith(" ")
+        assert text in held or any(h.startswith(text + " ") for h in held)
+    assert len(evaluate.heldout_openings(5, sources=("imdb",))) == 10
+
+
+def test_bits_per_byte_is_total_nats_over_bytes(small_hybrid, small_tokenizer):
+    texts = ["The movie was fine.", "Ünïcødé 🎬 café"]
+    nats = 0.0
+    for text in texts:
+        ids = [0] + encode(small_tokenizer, text)
+        with torch.no_grad():
+            logp = small_hybrid(torch.tensor([ids[:-1]]))[0][0].log_softmax(-1)
+        nats -= float(logp.gather(-1, torch.tensor(ids[1:])[:, None]).sum())
+    n_bytes = sum(len(t.encode("utf-8")) for t in texts)
+    assert evaluate.bits_per_byte(small_hybrid, small_tokenizer, texts, batch=1) == pytest.approx(nats / math.log(2) / n_bytes, rel=1e-5)
+    assert evaluate.bits_per_byte(small_hybrid, small_tokenizer, texts, batch=2) == pytest.approx(nats / math.log(2) / n_bytes, rel=1e-5)
+
+
+def test_steering_is_judged_at_steer_u(tiny_trained_pair):
+    hybrid, discrete = tiny_trained_pair
+    report = evaluate.evaluate(hybrid, discrete, quick=True, steer_u=2.0)
+    assert report["steer_u"] == 2.0 and set(report["probe_raw"]) == {"+2", "0", "-2"}
+    raw = report["probe_raw"]
+    assert report["probe_bad_neg"] == pytest.approx(raw["-2"]["bad"] / (raw["-2"]["good"] + raw["-2"]["bad"]))
+    assert evaluate.steering_settings(2.0)["imdb"] == (0.0, 2.0)
+    assert evaluate.trained_steer_u({"meta": {"train": {"contrast_u": 1.5}}}) == 1.5
+    assert evaluate.trained_steer_u({"meta": {}}) == 1.0
+
+
+def test_sampling_sweep_judges_each_sampler_on_the_same_prompts(tiny_trained_pair, capsys, monkeypatch):
+    from steering.generate import Sampling
+    hybrid, _ = tiny_trained_pair
+    grid = {"plain": Sampling(temperature=1.0, top_k=None), "ban": Sampling(temperature=1.0, top_k=None, no_repeat_ngram=2)}
+    report = evaluate.sampling_sweep(hybrid, grid, n_prompts=3)
+    assert list(report) == ["plain", "ban"]
+    for row in report.values():
+        assert set(row) == {"steer_pos_clf", "steer_neg_clf", "steer_pos_vader", "steer_neg_vader", "style_rt_acc",
+                            "style_imdb_acc", "valid_word_rate", "repeated_trigram_rate"}
+        assert all(0.0 <= v <= 1.0 for v in row.values())
+    monkeypatch.setattr(evaluate, "SAMPLING_GRID", {"only": Sampling(temperature=0.7, top_k=40)})
+    assert main(["sampling", "--checkpoint", str(hybrid), "--prompts", "2", "--json"]) == 0
+    assert list(json.loads(capsys.readouterr().out)) == ["only"]

@@ -15,7 +15,7 @@ from steering.activation_steering import (ActivationSteered, SteeringCurve, pare
                                           steering_vector, symmetric_grid)
 from steering.checkpoint import load_checkpoint
 from steering.figures.results import accuracy_fluency_figure
-from steering.generate import sample_tokens
+from steering.generate import GREEDY, sample_tokens
 from steering.tokenizer import bos_id, encode
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,7 +31,11 @@ REQUIRED = (
     "continuity.sweep.largest_jump", "continuity.sweep.largest_jump_u", "efficiency.latency_ratio",
     "efficiency.flop_ratio", "efficiency.kv_cache_speedup", "efficiency.adjoint_mem_ratio_64_4",
     "efficiency.direct_mem_ratio_64_4", "efficiency.regimes_sweep_s", "solver_probing.nfe_dopri5",
-    "solver_probing.nfe_adaptive_heun", "solver_probing.switch_u", "solver_probing.crossover_u",
+    "solver_probing.nfe_adaptive_heun", "solver_probing.n_switches", "solver_probing.crossover_u",
+    "solver_probing.nfe_disagreement", "solver_probing.step_disagreement", "solver_probing.regimes_reading",
+    "solver_probing.alignment.probe.n_prompts", "solver_probing.alignment.heldout.n_prompts",
+    "continuity.curvature.arc_to_chord", "continuity.curvature.orthogonal_share",
+    "continuity.curvature.orthogonal_share_map",
     "solver_probing.tolerance_slope", "solver_probing.probe_accuracy", "second_paper.euler_order",
     "second_paper.rk4_order", "second_paper.contraction.negative.final_ftle",
     "second_paper.contraction.positive.final_ftle", "activation_steering.u_grid", "activation_steering.c_grid",
@@ -89,6 +93,16 @@ def test_quick_run_figures_agree_with_the_models_and_each_other(quick_run, tiny_
     assert sweep["largest_jump"] == pytest.approx(jumps.max())
     sp = r["solver_probing"]
     assert len(sp["nfe_dopri5"]) == len(sp["u"]) == experiments.QUICK.regimes_points
+    d = sp["nfe_dopri5"]
+    changes = [(sp["u"][k] + sp["u"][k + 1]) / 2 for k in range(len(d) - 1) if d[k] != d[k + 1]]
+    assert [s["u"] for s in sp["switches"]] == pytest.approx(changes) and sp["n_switches"] == len(changes)
+    assert sp["alignment"]["probe"]["n_prompts"] == 10
+    assert sp["alignment"]["heldout"]["n_prompts"] == experiments.QUICK.alignment_heldout
+    assert not any("agreement" == k or k.endswith("_agreement") for k in sp)
+    assert all(c["nfe_level"] in [seg["level"] for seg in sp["segments"]]
+               for c in r["second_paper"]["contraction"].values())
+    cu = r["continuity"]["curvature"]
+    assert len(cu["arc_to_chord"]) == len(cu["u"]) and all(x >= 1 for x in cu["arc_to_chord"])
     assert all(n > 0 for n in sp["nfe_dopri5"] + sp["tolerance_nfe"])
     assert r["second_paper"]["euler_order"] == pytest.approx(1.0, abs=0.2)   # Euler is first order
     act = r["activation_steering"]
@@ -112,6 +126,8 @@ def test_quick_run_writes_the_markdown_table(quick_run):
         assert row["section"] and row["paper"] and row["ours"] and row["how"]
     assert sum(line.startswith("| ") for line in md.splitlines()) >= len(results["table"])
     assert "0.068%" in md and "6.449 vs 6.471" in md          # the paper's figures sit beside ours
+    assert "## The paper's alignment claim" in md and "over prompts" in md
+    assert "within 15% (step counts)" in md and "agreement" not in md.replace("disagreement", "")
     assert experiments.load_results(out)["table"] == results["table"]
 
 
@@ -176,8 +192,8 @@ def test_vector_is_added_at_every_position_and_per_row_including_cached_steps(sm
     assert torch.allclose(shift[1], (-0.5 * vector).expand(6, -1), atol=1e-5)
     # greedy decoding with the KV cache equals decoding without it: the new tokens are steered too
     one = ActivationSteered(small_discrete, vector, 3.0)
-    cached, _ = sample_tokens(one, [1, 2, 3], torch.zeros(1, 2), 8, temperature=0.0, use_cache=True)
-    uncached, _ = sample_tokens(one, [1, 2, 3], torch.zeros(1, 2), 8, temperature=0.0, use_cache=False)
+    cached, _ = sample_tokens(one, [1, 2, 3], torch.zeros(1, 2), 8, sampling=GREEDY, use_cache=True)
+    uncached, _ = sample_tokens(one, [1, 2, 3], torch.zeros(1, 2), 8, sampling=GREEDY, use_cache=False)
     assert torch.equal(cached, uncached)
     with pytest.raises(ValueError, match="one coefficient per batch row"):
         ActivationSteered(small_discrete, vector, torch.zeros(3)).encode(idx)

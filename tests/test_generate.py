@@ -86,3 +86,38 @@ def test_token_mixing_field_caches_only_where_that_is_exact(small_mixing_hybrid,
     out = generate(model, small_tokenizer, "The movie was", sentiment=1.0, max_new_tokens=5,
                    solver=SolverConfig("dopri5", rtol=1e-3, atol=1e-4), use_cache=True)[0]
     assert len(out.tokens) == 5 and out.nfe > 5
+
+
+def test_no_repeat_ngram_bans_every_token_that_would_repeat_an_ngram(small_hybrid, small_tokenizer):
+    from steering.generate import Sampling
+    # greedy decoding of a random model loops; the ban must break every repeated token trigram
+    plain = generate(small_hybrid, small_tokenizer, "the the the", max_new_tokens=30, temperature=0.0)[0]
+    banned = generate(small_hybrid, small_tokenizer, "the the the", max_new_tokens=30,
+                      sampling=Sampling(temperature=0.0, top_k=None, no_repeat_ngram=3))[0]
+
+    def repeats(ids):
+        grams = list(zip(ids, ids[1:], ids[2:]))
+        return len(grams) - len(set(grams))
+
+    prompt = [0] + small_tokenizer.encode("the the the", add_special_tokens=False).ids   # BOS + prompt
+    assert repeats(prompt + plain.tokens) > 0
+    # the prompt's own repeats stay; no generated token adds one
+    assert repeats(prompt + banned.tokens) == repeats(prompt)
+
+
+def test_repetition_penalty_lowers_only_tokens_already_in_the_text():
+    from steering.generate import Sampling, penalize_repeats
+    logits = torch.tensor([[2.0, -1.0, 3.0, 0.5]])
+    history = torch.tensor([[0, 1]])
+    out = penalize_repeats(logits, history, Sampling(repetition_penalty=2.0))
+    assert out.tolist() == [[1.0, -2.0, 3.0, 0.5]]
+    assert torch.equal(penalize_repeats(logits, history, Sampling()), logits)
+
+
+@pytest.mark.parametrize("kwargs,message", [(dict(repetition_penalty=0.5), "repetition_penalty"),
+                                            (dict(no_repeat_ngram=-1), "no_repeat_ngram"),
+                                            (dict(temperature=-1.0), "temperature")])
+def test_bad_sampling_settings_are_refused(kwargs, message):
+    from steering.generate import Sampling
+    with pytest.raises(ValueError, match=message):
+        Sampling(**kwargs)
