@@ -3,8 +3,10 @@
 The logic (parsing, clamping, computing) lives in steering/; this module only binds it
 to widgets. The state a link should reproduce lives in st.session_state["lab_state"]
 (a steering.lab.LabState), is read from the query string once per session, and is
-written back to the query string on every run.
+written back to the query string on every run. A talk (steering.talk_scripts) opened by
+`?talk=NAME&step=K` lives in st.session_state["lab_talk"] as (Talk, step index).
 """
+
 from __future__ import annotations
 
 import json
@@ -20,6 +22,7 @@ import streamlit as st
 import torch
 
 from steering import lab
+from steering import talk_scripts as talks
 from steering.checkpoint import ASSETS, CheckpointError, load_checkpoint, read_log
 from steering.ode import FIXED_SOLVERS, SolverConfig, SolverStepLimitError
 from steering.prefetch import FairLock, Prefetcher, in_background
@@ -27,8 +30,17 @@ from steering.prefetch import FairLock, Prefetcher, in_background
 STATE_KEY = "lab_state"
 NOTICES_KEY = "lab_url_notices"
 START_PAGE_KEY = "lab_start_page"
-TOLERANCES = tuple(10.0 ** -k for k in range(1, 9))
-PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+TALK_KEY = "lab_talk"
+TOLERANCES = tuple(10.0**-k for k in range(1, 9))
+# the camera button of every chart saves a 1920 x 1080 PNG, a slide; the SVG button beside it (added
+# in the browser by BROWSER_SCRIPT) saves the same as SVG. In presenter mode the type sizes are those
+# of `python -m steering figures`.
+SLIDE_WIDTH, SLIDE_HEIGHT = 1920, 1080
+STEER_MAP_HEIGHT = 470  # the Steer page's figure (in presenter mode: the height the screen leaves it)
+PLOTLY_CONFIG = {
+    "displaylogo": False,
+    "toImageButtonOptions": {"format": "png", "width": SLIDE_WIDTH, "height": SLIDE_HEIGHT},
+}
 
 
 def checkpoint_dir() -> Path:
@@ -49,14 +61,15 @@ class Loaded:
     model: object
     tok: object
     config: dict
-    key: str                 # identity of the weights: part of every cached result's key
+    key: str  # identity of the weights: part of every cached result's key
     path: Path
-    lock: FairLock            # the model keeps per-solve counters, so sessions take turns (pages before work-ahead)
+    lock: FairLock  # the model keeps per-solve counters, so sessions take turns (pages before work-ahead)
 
 
 @st.cache_resource(show_spinner="Loading the model…")
 def _load(path: str) -> Loaded:
     from steering.analysis.pca import checkpoint_identity
+
     model, tok, config = load_checkpoint(path)
     return Loaded(model, tok, config, checkpoint_identity(path), Path(path), FairLock())
 
@@ -64,6 +77,7 @@ def _load(path: str) -> Loaded:
 @st.cache_resource(show_spinner="Fitting the PCA map of hidden states…")
 def _pca_map(path: str, key: str):
     from steering.analysis.pca import pca_map_for_checkpoint
+
     loaded = _load(path)
     with loaded.lock:
         return pca_map_for_checkpoint(loaded.model, loaded.tok, key, cache_dir() / "pca")
@@ -81,10 +95,18 @@ def _steer_views(path: str, key: str) -> Prefetcher:
         # worked out ahead (on the worker), a view lets a waiting page have the model between two tokens
         pause = (lambda: loaded.lock.pause_for_foreground() and False) if in_background() else None
         with loaded.lock:
-            view = lab.compute_steer_view(loaded.model, loaded.tok, pca, prompt, control,
-                                          SolverConfig(**dict(solver_items)), seed=seed, max_new_tokens=max_new_tokens,
-                                          cancelled=pause)
-        return lab.attach_judgements([view])[0]     # outside the lock: the judges do not need the model
+            view = lab.compute_steer_view(
+                loaded.model,
+                loaded.tok,
+                pca,
+                prompt,
+                control,
+                SolverConfig(**dict(solver_items)),
+                seed=seed,
+                max_new_tokens=max_new_tokens,
+                cancelled=pause,
+            )
+        return lab.attach_judgements([view])[0]  # outside the lock: the judges do not need the model
 
     def compute_many(steer_keys, cancelled):
         """Several controls of one wish (same prompt, solver, seed, length) in one batched decode."""
@@ -96,14 +118,25 @@ def _steer_views(path: str, key: str) -> Prefetcher:
             # a page waiting for the model goes first (the batch's own state is its own); then: stop?
             loaded.lock.pause_for_foreground()
             return cancelled()
+
         torch.set_num_threads(1)
         with loaded.lock:
-            views = lab.compute_steer_views(loaded.model, loaded.tok, pca, prompt, [k[1] for k in steer_keys],
-                                            SolverConfig(**dict(solver_items)), seed=seed,
-                                            max_new_tokens=max_new_tokens, cancelled=between_tokens)
+            views = lab.compute_steer_views(
+                loaded.model,
+                loaded.tok,
+                pca,
+                prompt,
+                [k[1] for k in steer_keys],
+                SolverConfig(**dict(solver_items)),
+                seed=seed,
+                max_new_tokens=max_new_tokens,
+                cancelled=between_tokens,
+            )
         return lab.attach_judgements(views)
-    return Prefetcher(compute, max_entries=4096, delay=0.15, compute_many=compute_many, batch=STEER_BATCH,
-                      on_done=_log_range)
+
+    return Prefetcher(
+        compute, max_entries=4096, delay=0.15, compute_many=compute_many, batch=STEER_BATCH, on_done=_log_range
+    )
 
 
 # controls per background batch: a batch of 16 took half the time per view of a batch of 4 (22 vs 42 ms
@@ -144,12 +177,14 @@ def steer_key(prompt: str, control: tuple[float, float], solver: SolverConfig, s
 
 
 def missing_checkpoint_message(path: Path, err: Exception) -> str:
-    return (f"**No trained model at `{path}`.**\n\n{err}\n\n"
-            "Train the small demo model (about a minute on a laptop CPU for the tiny preset, longer for the "
-            "full one) and point the lab at it:\n\n"
-            "```\npython -m steering train --preset tiny --out runs/hybrid\n"
-            "STEERING_CHECKPOINT=runs/hybrid streamlit run app.py\n```\n\n"
-            "or train the full model into `assets/hybrid` with `python -m steering train --out assets/hybrid`.")
+    return (
+        f"**No trained model at `{path}`.**\n\n{err}\n\n"
+        "Train the small demo model (about a minute on a laptop CPU for the tiny preset, longer for the "
+        "full one) and point the lab at it:\n\n"
+        "```\npython -m steering train --preset tiny --out runs/hybrid\n"
+        "STEERING_CHECKPOINT=runs/hybrid streamlit run app.py\n```\n\n"
+        "or train the full model into `assets/hybrid` with `python -m steering train --out assets/hybrid`."
+    )
 
 
 def model() -> Loaded:
@@ -170,16 +205,24 @@ def pca_map(loaded: Loaded):
 def state() -> lab.LabState:
     ss = st.session_state
     if STATE_KEY not in ss:
-        parsed, page, notices = lab.parse_query_params(st.query_params.to_dict())
+        params = st.query_params.to_dict()
+        talk, index, talk_notices = talks.talk_from_query(params)
+        base, talk_page = lab.DEFAULT_STATE, None
+        if talk is not None:
+            # the step's state, then whatever else the link sets (presenter=1, or a changed u)
+            ss[TALK_KEY] = (talk, index)
+            base, talk_page = talk.steps[index].state(), talk.steps[index].page
+            params = {k: v for k, v in params.items() if k not in ("talk", "step", "page")}
+        parsed, page, notices = lab.parse_query_params(params, base)
         ss[STATE_KEY] = parsed
-        ss[NOTICES_KEY] = notices
-        ss[START_PAGE_KEY] = page
+        ss[NOTICES_KEY] = talk_notices + notices
+        ss[START_PAGE_KEY] = talk_page or page
     return ss[STATE_KEY]
 
 
 def update(**changes):
     st.session_state[STATE_KEY] = replace(state(), **changes)
-    st.session_state[NOTICES_KEY] = []   # the link's notices no longer describe what is shown
+    st.session_state[NOTICES_KEY] = []  # the link's notices no longer describe what is shown
 
 
 def start_page() -> str | None:
@@ -189,20 +232,111 @@ def start_page() -> str | None:
 
 
 def sync_url(page: str):
-    params = lab.to_query_params(state())
-    if page != "steer":
-        params["page"] = page
+    """The address bar follows the view (the talk's short form while the view is a talk's step
+    as it opened), and the sidebar's link reproduces it."""
+    talk, index = st.session_state.get(TALK_KEY, (None, 0))
+    now = state()
+    if talk is not None and talk.steps[index].page == page and talk.steps[index].state(now.presenter) == now:
+        params = talks.talk_query(talk, index, now.presenter)
+    else:
+        params = lab.to_query_params(now)
+        if page != "steer":
+            params["page"] = page
     if st.query_params.to_dict() != params:
         st.query_params.from_dict(params)
+    view_link(page)
+
+
+def app_url() -> str | None:
+    """The address the browser shows (no query), when Streamlit knows it."""
+    try:
+        return st.context.url
+    except Exception:  # an older Streamlit, or no browser (a script run)
+        return None
+
+
+def view_link(page: str):
+    """ "Copy link to this view": the URL that reproduces this page and state, in a code box whose
+    copy button copies it. Drawn last in the sidebar; from the Steer page's fragment too, where
+    Streamlit replaces it on every slider move."""
+    link = lab.view_link(app_url(), state(), page)
+    with st.sidebar.container(key="view_link"):
+        st.caption(
+            "Copy link to this view",
+            help="Opens this page with this prompt, control and solver. The button at the right of the box copies it.",
+        )
+        st.code(link, language=None, wrap_lines=True)
 
 
 def show_url_notices():
     for notice in st.session_state.get(NOTICES_KEY, []):
-        st.warning(lab.escape_markdown(notice), icon=":material/link:")   # notices quote the link
+        st.warning(lab.escape_markdown(notice), icon=":material/link:")  # notices quote the link
 
 
 def apply_style():
-    st.markdown(lab.page_css(state().presenter), unsafe_allow_html=True)   # fixed CSS, no user text
+    st.markdown(lab.page_css(state().presenter), unsafe_allow_html=True)  # fixed CSS, no user text
+    # fixed script, no user text: runs once per browser tab (it guards itself)
+    st.sidebar.html(BROWSER_SCRIPT, unsafe_allow_javascript=True)
+
+
+# In the page itself (st.html runs it in the app's document, not an iframe), installed once per tab:
+# - PageUp / PageDown, what presentation clickers send, press the talk bar's Previous / Next buttons
+#   (a text box keeps its own PageUp / PageDown);
+# - a chart's modebar gets an "SVG" button beside the camera: the same 1920 x 1080 image as SVG (it
+#   sets the chart's download format to svg for one press of the camera button).
+# Streamlit's sanitiser (DOMPurify) drops a <script> the HTML opens with (the empty span goes first) and
+# one whose text holds "<" before a letter or "/" (so the icon is built with DOM calls, not markup).
+BROWSER_SCRIPT = """<span hidden></span><script>
+(() => {
+  if (window.__steeringLab) return;
+  window.__steeringLab = true;
+  const doc = window.document;
+  doc.addEventListener("keydown", (event) => {
+    if (event.key !== "PageDown" && event.key !== "PageUp") return;
+    if (event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
+    const target = event.target;
+    if (target && (target.tagName === "TEXTAREA" || target.isContentEditable ||
+                   (target.tagName === "INPUT" && target.type !== "range"))) return;
+    const button = doc.querySelector(event.key === "PageDown" ? ".st-key-talk_next button"
+                                                              : ".st-key-talk_prev button");
+    if (!button) return;
+    event.preventDefault();
+    event.stopPropagation();
+    if (!button.disabled) button.click();
+  }, true);
+  doc.addEventListener("mouseover", (event) => {
+    const chart = event.target.closest && event.target.closest(".js-plotly-plot");
+    if (!chart || !chart._context) return;
+    const camera = chart.querySelector('.modebar-btn[data-title^="Download plot"]');
+    if (!camera || chart.querySelector(".lab-svg-button")) return;
+    const button = doc.createElement("a");
+    button.className = "modebar-btn lab-svg-button";
+    button.setAttribute("rel", "tooltip");
+    button.setAttribute("data-title", "Download plot as SVG (1920 x 1080)");
+    const ns = "http://www.w3.org/2000/svg";
+    const icon = doc.createElementNS(ns, "svg");
+    const label = doc.createElementNS(ns, "text");
+    for (const [k, v] of [["viewBox", "0 0 28 16"], ["width", "1.75em"], ["height", "1em"]]) icon.setAttribute(k, v);
+    for (const [k, v] of [["x", "14"], ["y", "12"], ["text-anchor", "middle"], ["font-size", "10"],
+                          ["font-family", "sans-serif"], ["font-weight", "bold"], ["fill", "rgba(68,68,68,0.5)"]]) {
+      label.setAttribute(k, v);
+    }
+    label.textContent = "SVG";
+    icon.appendChild(label);
+    button.appendChild(icon);
+    button.addEventListener("click", () => {
+      const options = chart._context.toImageButtonOptions || (chart._context.toImageButtonOptions = {});
+      const saved = options.format;
+      options.format = "svg";
+      try { camera.click(); } finally { options.format = saved; }
+    });
+    const group = doc.createElement("div");      // a group of its own, beside the camera's
+    group.className = "modebar-group";
+    group.appendChild(button);
+    camera.parentElement.after(group);
+  }, true);
+})();
+</script>"""
 
 
 def font_size() -> int:
@@ -216,19 +350,50 @@ def _bind(widget_key: str, field: str, convert=lambda v: v):
 
     def on_change():
         update(**{field: convert(st.session_state[widget_key])})
+
     return on_change
+
+
+bind = _bind  # for a page's own widget that is part of the link's state (the map's dims)
+
+
+SENTIMENT_HELP = (
+    "u₁ > 0 steers toward a positive review, u₁ < 0 toward a negative one; 0: no preference. "
+    "Larger |u₁| steers harder; far beyond the |u| the model was trained at (docs/model-card.md) "
+    "the text turns to caricature."
+)
+STYLE_HELP = (
+    "u₂ < 0 steers toward a Rotten Tomatoes critic's blurb, u₂ > 0 toward an IMDB user review; "
+    "0: either. Larger |u₂| exaggerates the source's manner."
+)
 
 
 def sentiment_slider(container=st, label: str = "Sentiment u₁  (− negative … + positive)"):
     on_change = _bind("w_sentiment", "sentiment", lambda v: lab.snap_u(float(v)))
-    return container.slider(label, lab.U_MIN, lab.U_MAX, step=lab.U_STEP, format="%+.2f", key="w_sentiment",
-                            on_change=on_change)
+    return container.slider(
+        label,
+        lab.U_MIN,
+        lab.U_MAX,
+        step=lab.U_STEP,
+        format="%+.2f",
+        key="w_sentiment",
+        on_change=on_change,
+        help=SENTIMENT_HELP,
+    )
 
 
 def style_slider(container=st, label: str = "Style u₂  (− critic blurb … + user review)"):
     on_change = _bind("w_style", "style", lambda v: lab.snap_u(float(v)))
-    return container.slider(label, lab.U_MIN, lab.U_MAX, step=lab.U_STEP, format="%+.2f", key="w_style",
-                            on_change=on_change)
+    return container.slider(
+        label,
+        lab.U_MIN,
+        lab.U_MAX,
+        step=lab.U_STEP,
+        format="%+.2f",
+        key="w_style",
+        on_change=on_change,
+        help=STYLE_HELP,
+    )
 
 
 def _pick_example():
@@ -238,26 +403,128 @@ def _pick_example():
     st.session_state["w_example"] = None
 
 
-def sidebar_controls(*, solver: bool = True):
+def sidebar_controls(*, solver: bool = True, prompt: bool = True):
     """Prompt with examples, solver settings and presenter mode, in the sidebar."""
     bar = st.sidebar
-    bar.text_area("Prompt", key="w_prompt", on_change=_bind("w_prompt", "prompt"), height=90,
-                  help=f"Any text; the first {lab.MAX_PROMPT_CHARS} characters are used.")
-    bar.pills("Examples", lab.EXAMPLE_PROMPTS, key="w_example", on_change=_pick_example,
-              label_visibility="collapsed")
+    if prompt:
+        bar.text_area(
+            "Prompt",
+            key="w_prompt",
+            on_change=_bind("w_prompt", "prompt"),
+            height=90,
+            help=f"Any text; the first {lab.MAX_PROMPT_CHARS} characters are used.",
+        )
+        bar.pills(
+            "Examples", lab.EXAMPLE_PROMPTS, key="w_example", on_change=_pick_example, label_visibility="collapsed"
+        )
     if solver:
-        bar.selectbox("Solver", lab.LAB_SOLVERS, key="w_solver", on_change=_bind("w_solver", "solver"),
-                      help="Fixed-step solvers take a set number of steps; adaptive ones choose their steps "
-                           "to meet a tolerance.")
+        bar.selectbox(
+            "Solver",
+            lab.LAB_SOLVERS,
+            key="w_solver",
+            on_change=_bind("w_solver", "solver"),
+            help="Fixed-step solvers take a set number of steps; adaptive ones choose their steps to meet a tolerance.",
+        )
         if state().solver in FIXED_SOLVERS:
-            bar.number_input("Steps", lab.STEPS_MIN, lab.STEPS_MAX, key="w_steps",
-                             on_change=_bind("w_steps", "steps", int))
+            bar.number_input(
+                "Steps", lab.STEPS_MIN, lab.STEPS_MAX, key="w_steps", on_change=_bind("w_steps", "steps", int)
+            )
         else:
             options = sorted(set(TOLERANCES) | {state().tolerance}, reverse=True)
-            bar.select_slider("Tolerance (rtol; atol = rtol/10)", options, key="w_tol",
-                              format_func=lambda t: f"{t:.0e}", on_change=_bind("w_tol", "tolerance", float))
-    bar.toggle("Presenter mode", key="w_presenter", on_change=_bind("w_presenter", "presenter"),
-               help="Larger type and less chrome, for a projector.")
+            bar.select_slider(
+                "Tolerance (rtol; atol = rtol/10)",
+                options,
+                key="w_tol",
+                format_func=lambda t: f"{t:.0e}",
+                on_change=_bind("w_tol", "tolerance", float),
+            )
+    bar.toggle(
+        "Presenter mode",
+        key="w_presenter",
+        on_change=_bind("w_presenter", "presenter"),
+        help="Larger type and less chrome, for a projector.",
+    )
+
+
+@dataclass
+class Header:
+    """What page_header found: the model, the cleaned prompt, the solver and the control (None where not asked)."""
+
+    loaded: Loaded | None = None
+    prompt: str | None = None
+    solver: SolverConfig | None = None
+    control: tuple[float, float] | None = None
+
+
+def page_header(
+    title: str,
+    caption: str,
+    *,
+    load_model: bool = True,
+    prompt: bool = True,
+    solver: bool = False,
+    sliders: bool = False,
+) -> Header:
+    """Every page's opening: the model (a missing one stops the page with a message), the sidebar's
+    controls, title and caption, the link's notices, then the prompt, solver and control sliders
+    each page asks for (an unusable prompt or solver stops the page with a message).
+    """
+    header = Header(loaded=model() if load_model else None)
+    sidebar_controls(solver=solver, prompt=prompt)
+    st.title(title)
+    st.caption(caption)
+    show_url_notices()
+    header.prompt = prompt_or_stop() if prompt else None
+    header.solver = solver_or_stop() if solver else None
+    header.control = control_sliders() if sliders else None
+    return header
+
+
+# ---------------------------------------------------------------- talks
+def talk_position() -> tuple[talks.Talk, int] | None:
+    state()
+    return st.session_state.get(TALK_KEY)
+
+
+def go_to_step(talk: talks.Talk, index: int) -> str:
+    """Show a talk's step: its state (presenter mode kept); returns the page to switch to."""
+    step = talk.steps[index]
+    st.session_state[TALK_KEY] = (talk, index)
+    st.session_state[STATE_KEY] = step.state(presenter=state().presenter)
+    st.session_state[NOTICES_KEY] = []
+    return step.page
+
+
+def talk_bar() -> str | None:
+    """During a talk, a bar above the page: Previous and Next (PageUp / PageDown press them), then
+    "k / N · caption". Returns the page to switch to when one was pressed."""
+    position = talk_position()
+    if position is None:
+        return None
+    talk, index = position
+    with st.container(key="talk_bar", horizontal=True, vertical_alignment="center", gap="small", wrap=False):
+        back = st.button(
+            "Previous",
+            key="talk_prev",
+            icon=":material/arrow_back:",
+            disabled=index == 0,
+            help="Previous step (PageUp)",
+        )
+        forward = st.button(
+            "Next",
+            key="talk_next",
+            icon=":material/arrow_forward:",
+            disabled=index == len(talk.steps) - 1,
+            help="Next step (PageDown)",
+        )
+        st.markdown(
+            f"**{index + 1} / {len(talk.steps)}** · {lab.escape_markdown(talk.steps[index].caption)}", width="stretch"
+        )
+    if back and index > 0:
+        return go_to_step(talk, index - 1)
+    if forward and index < len(talk.steps) - 1:
+        return go_to_step(talk, index + 1)
+    return None
 
 
 def prompt_or_stop() -> str:
@@ -321,9 +588,11 @@ def memo(name: str, key: tuple, compute):
 
 def analysis(loaded: Loaded, name: str, key: tuple, fn, *args, what: str, **kwargs):
     """A model computation: remembered, serialised on the model's lock, errors shown as messages."""
+
     def compute():
         with loaded.lock:
             return fn(loaded.model, loaded.tok, *args, **kwargs)
+
     return run_safely(memo, name, (loaded.key,) + tuple(key), compute, what=what)
 
 
@@ -331,11 +600,17 @@ def analysis(loaded: Loaded, name: str, key: tuple, fn, *args, what: str, **kwar
 def styled(fig, height: int | None = None):
     """A figure from steering.figures in the lab's look (type size follows presenter mode)."""
     from steering.figures.steer import style_figure
+
     return style_figure(fig, font_size(), height)
 
 
-def plot(fig, key: str | None = None):
-    st.plotly_chart(fig, config=PLOTLY_CONFIG, key=key)
+def plot(fig, key: str | None = None, height="content"):
+    """A chart whose camera (PNG) and SVG buttons save it at slide size, named after its key."""
+    config = {
+        **PLOTLY_CONFIG,
+        "toImageButtonOptions": {**PLOTLY_CONFIG["toImageButtonOptions"], "filename": f"steering-{key or 'chart'}"},
+    }
+    st.plotly_chart(fig, config=config, key=key, height=height)
 
 
 def control_sliders():
@@ -347,8 +622,9 @@ def control_sliders():
 
 
 def download_csv(label: str, columns: dict, filename: str, key: str | None = None):
-    st.download_button(label, lab.table_csv(columns), file_name=filename, mime="text/csv", key=key,
-                       icon=":material/download:")
+    st.download_button(
+        label, lab.table_csv(columns), file_name=filename, mime="text/csv", key=key, icon=":material/download:"
+    )
 
 
 def training_logs() -> dict[str, list[dict]]:

@@ -5,6 +5,7 @@ query string, so a bookmarked or shared link reproduces a view. Anything read fr
 URL or a text box is untrusted: it is cleaned, clamped or refused here, and every
 change is reported as a plain-text notice that the page shows.
 """
+
 from __future__ import annotations
 
 import csv
@@ -12,8 +13,8 @@ import io
 import math
 import statistics
 import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -32,7 +33,7 @@ TOL_MIN, TOL_MAX = 1e-8, 1e-1
 MAX_PROMPT_CHARS = 300
 LAB_SOLVERS = FIXED_SOLVERS + ADAPTIVE_SOLVERS
 
-# url_path of each page (the Steer page is the root); `?page=NAME` on the root opens NAME.
+# url_path of each page (/steer, /regimes, ...; the root forwards to /steer); `?page=NAME` opens NAME.
 PAGES = ("steer", "trajectories", "solvers", "regimes", "lens", "dynamics", "training", "results")
 
 
@@ -45,6 +46,7 @@ class LabState:
     steps: int = 4
     tolerance: float = 1e-3
     presenter: bool = False
+    dims: int = 2  # the Trajectories page's map: 2-D or 3-D
 
     def solver_config(self) -> SolverConfig:
         """The solver these settings name; adaptive solvers use atol = tolerance / 10 and the step cap."""
@@ -80,8 +82,9 @@ def worth_computing_ahead(solver: SolverConfig) -> bool:
     return solver.is_fixed and solver.steps <= PREFETCH_MAX_STEPS
 
 
-def neighbour_controls(control: tuple[float, float], previous: tuple[float, float] | None = None
-                       ) -> list[tuple[float, float]]:
+def neighbour_controls(
+    control: tuple[float, float], previous: tuple[float, float] | None = None
+) -> list[tuple[float, float]]:
     """The controls one slider step away on the axis moved last (sentiment at first), most
     likely next first: onward in the direction of the last move, then back."""
     axis = 1 if previous is not None and previous[1] != control[1] and previous[0] == control[0] else 0
@@ -96,8 +99,9 @@ def neighbour_controls(control: tuple[float, float], previous: tuple[float, floa
     return out
 
 
-def range_controls(control: tuple[float, float], previous: tuple[float, float] | None = None
-                   ) -> list[tuple[float, float]]:
+def range_controls(
+    control: tuple[float, float], previous: tuple[float, float] | None = None
+) -> list[tuple[float, float]]:
     """Every other position of the sentiment slider (style held), in the order the Steer page computes
     them ahead: the neighbours on the axis moved last (neighbour_controls), then the rest nearest first,
     at equal distance the direction of the last move first."""
@@ -122,8 +126,7 @@ def _as_single(value) -> str | None:
     return None if value is None else str(value)
 
 
-def parse_float(raw: str | None, name: str, default: float, low: float, high: float,
-                notices: list[str]) -> float:
+def parse_float(raw: str | None, name: str, default: float, low: float, high: float, notices: list[str]) -> float:
     """A finite number in [low, high]; text or NaN gives the default, out of range is clamped. Notices say which."""
     if raw is None or raw.strip() == "":
         return default
@@ -164,7 +167,7 @@ def _is_emoji_like(ch: str) -> bool:
 
 @dataclass(frozen=True)
 class CleanPrompt:
-    text: str              # what the model gets ("" when refused)
+    text: str  # what the model gets ("" when refused)
     notices: tuple[str, ...]
     refused: bool = False  # True: nothing usable, the page should ask for a prompt instead of computing
 
@@ -187,28 +190,34 @@ def clean_prompt(raw) -> CleanPrompt:
             kept.append(ch)
     text = " ".join("".join(kept).split())
     if dropped:
-        notices.append(f"Removed {dropped} control or invisible character{'s' if dropped > 1 else ''} "
-                       f"from the prompt.")
+        notices.append(f"Removed {dropped} control or invisible character{'s' if dropped > 1 else ''} from the prompt.")
     if len(text) > MAX_PROMPT_CHARS:
         notices.append(f"The prompt is {len(text)} characters; only the first {MAX_PROMPT_CHARS} are used.")
         text = text[:MAX_PROMPT_CHARS].rstrip()
     if any(_is_emoji_like(ch) for ch in text):
-        notices.append("The prompt contains emoji or symbols the model never saw in its movie-review "
-                       "training text; they are fed to it byte by byte, so expect odd continuations.")
+        notices.append(
+            "The prompt contains emoji or symbols the model never saw in its movie-review "
+            "training text; they are fed to it byte by byte, so expect odd continuations."
+        )
     if not text:
-        return CleanPrompt("", tuple(notices) + ("The prompt is empty: type a few words or pick an example.",),
-                           refused=True)
+        return CleanPrompt(
+            "", tuple(notices) + ("The prompt is empty: type a few words or pick an example.",), refused=True
+        )
     return CleanPrompt(text, tuple(notices))
 
 
-def parse_query_params(params: Mapping[str, object], base: LabState = DEFAULT_STATE) -> tuple[LabState, str | None, list[str]]:
+def parse_query_params(
+    params: Mapping[str, object], base: LabState = DEFAULT_STATE
+) -> tuple[LabState, str | None, list[str]]:
     """(state, page or None, notices) from URL query parameters; unknown keys are ignored.
 
-    Keys: prompt, u (sentiment), style, solver, steps, tol, presenter, page.
+    Keys: prompt, u (sentiment), style, solver, steps, tol, dims, presenter, page.
     """
     notices: list[str] = []
-    get = {key: _as_single(params.get(key)) for key in
-           ("prompt", "u", "style", "solver", "steps", "tol", "presenter", "page")}
+    get = {
+        key: _as_single(params.get(key))
+        for key in ("prompt", "u", "style", "solver", "steps", "tol", "dims", "presenter", "page")
+    }
     state = base
     if get["prompt"] is not None:
         cleaned = clean_prompt(get["prompt"])
@@ -225,32 +234,48 @@ def parse_query_params(params: Mapping[str, object], base: LabState = DEFAULT_ST
         if name in LAB_SOLVERS:
             solver = name
         else:
-            notices.append(f"solver={_shorten(get['solver'], 24)!r} in the link is unknown; choose one of "
-                           f"{', '.join(LAB_SOLVERS)}. Using {base.solver}.")
+            notices.append(
+                f"solver={_shorten(get['solver'], 24)!r} in the link is unknown; choose one of "
+                f"{', '.join(LAB_SOLVERS)}. Using {base.solver}."
+            )
     steps = parse_int(get["steps"], "steps", base.steps, STEPS_MIN, STEPS_MAX, notices)
     tolerance = parse_float(get["tol"], "tol", base.tolerance, TOL_MIN, TOL_MAX, notices)
     presenter = parse_bool(get["presenter"]) if get["presenter"] is not None else base.presenter
+    dims = base.dims
+    if get["dims"] is not None:
+        if get["dims"].strip() in ("2", "3"):
+            dims = int(get["dims"].strip())
+        else:
+            notices.append(f"dims={_shorten(get['dims'], 24)!r} in the link is not 2 or 3; using {base.dims}.")
     page = None
     if get["page"] is not None:
         name = get["page"].strip().lower()
         if name in PAGES:
             page = name
         else:
-            notices.append(f"page={_shorten(get['page'], 24)!r} in the link is unknown; pages are "
-                           f"{', '.join(PAGES)}.")
-    state = replace(state, sentiment=sentiment, style=style, solver=solver, steps=steps, tolerance=tolerance,
-                    presenter=presenter)
+            notices.append(f"page={_shorten(get['page'], 24)!r} in the link is unknown; pages are {', '.join(PAGES)}.")
+    state = replace(
+        state,
+        sentiment=sentiment,
+        style=style,
+        solver=solver,
+        steps=steps,
+        tolerance=tolerance,
+        presenter=presenter,
+        dims=dims,
+    )
     return state, page, notices
 
 
 def to_query_params(state: LabState) -> dict[str, str]:
     """The URL form of a state; values at their defaults are left out to keep links short."""
-    params = {"prompt": state.prompt, "u": f"{state.sentiment:g}", "style": f"{state.style:g}",
-              "solver": state.solver}
+    params = {"prompt": state.prompt, "u": f"{state.sentiment:g}", "style": f"{state.style:g}", "solver": state.solver}
     if state.solver in FIXED_SOLVERS:
         params["steps"] = str(int(state.steps))
     else:
         params["tol"] = f"{state.tolerance:g}"
+    if state.dims != DEFAULT_STATE.dims:
+        params["dims"] = str(int(state.dims))
     if state.presenter:
         params["presenter"] = "1"
     if state.style == DEFAULT_STATE.style:
@@ -258,19 +283,57 @@ def to_query_params(state: LabState) -> dict[str, str]:
     return params
 
 
+def view_link(app_url: str | None, state: LabState, page: str) -> str:
+    """The link that reproduces a view: the app's base URL, the page's path and the state's query.
+
+    app_url is the address the browser shows (st.context.url: no query); a trailing page path is
+    dropped to find the base, so the link is right from any page and behind a path prefix. Without
+    an address (a test, a script) the link is relative to the app's root.
+    """
+    from urllib.parse import urlencode, urlsplit, urlunsplit
+
+    if page not in PAGES:
+        raise ValueError(f"unknown page {page!r}")
+    if app_url:
+        parts = urlsplit(app_url)
+        segments = [s for s in parts.path.split("/") if s]
+        if segments and segments[-1] in PAGES:
+            segments = segments[:-1]
+        path = "/".join(segments + [page])
+        base = urlunsplit((parts.scheme, parts.netloc, "/" + path, "", ""))
+    else:
+        base = "/" + page
+    return f"{base}?{urlencode(to_query_params(state))}"
+
+
 # ---------------------------------------------------------------- presentation
 PRESENTER_CSS = """
 <style>
+/* type sized for a 1920 x 1080 screen (22px) and scaled with a smaller one, as a slide is (1280 x 720:
+   two thirds); the media queries are for browsers without typed arithmetic in calc() */
 html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
+@media (max-width: 1700px), (max-height: 960px) { html, body, [data-testid="stAppViewContainer"] { font-size: 18px; } }
+@media (max-width: 1400px), (max-height: 800px) { html, body, [data-testid="stAppViewContainer"] { font-size: 15px; } }
+html, body, [data-testid="stAppViewContainer"] {
+  font-size: clamp(12px, calc(22px * min(1, calc(100vw / 1920px), calc(100vh / 1080px))), 22px); }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.25rem; }
 [data-testid="stHeader"], [data-testid="stToolbar"], [data-testid="stDecoration"],
 [data-testid="stStatusWidget"], footer { display: none !important; }
-.block-container, [data-testid="stMainBlockContainer"] { padding-top: 1rem !important; max-width: 96vw; }
-h1 { font-size: 2.6rem !important; }
+.block-container, [data-testid="stMainBlockContainer"] {
+  padding: 0.6rem 2.5rem 0.6rem 2.5rem !important; max-width: 96vw; }
+[data-testid="stVerticalBlock"] { gap: 0.5rem; }
+h1 { font-size: 2.6rem !important; padding: 0 0 0.2rem 0 !important; }
 h2, h3 { font-size: 1.9rem !important; }
 [data-testid="stMetricValue"], [data-testid="stMetricValue"] p, [data-testid="stMetricValue"] div {
   font-size: 2.6rem !important; line-height: 1.2 !important; }
 [data-testid="stSlider"] label p, [data-testid="stWidgetLabel"] p { font-size: 1.3rem !important; }
+/* the Steer page fills the screen and no more: its chart's box takes whatever height the rest leaves */
+[data-testid="stMainBlockContainer"]:has(.st-key-steer_map_box) {
+  height: 100vh; display: flex; flex-direction: column; box-sizing: border-box; }
+[data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"]:has(.st-key-steer_map_box),
+[data-testid="stMainBlockContainer"] [data-testid="stLayoutWrapper"]:has(.st-key-steer_map_box) {
+  flex: 1 1 0 !important; min-height: 0 !important; }
+.st-key-steer_map_box { flex: 1 1 0 !important; height: auto !important; min-height: 12rem !important; }
 </style>
 """
 
@@ -308,7 +371,7 @@ def table_csv(columns: Mapping[str, Sequence]) -> str:
     names = list(columns)
     lengths = {len(columns[n]) for n in names}
     if len(lengths) > 1:
-        raise ValueError(f"columns differ in length: {({n: len(columns[n]) for n in names})}")
+        raise ValueError(f"columns differ in length: { ({n: len(columns[n]) for n in names}) }")
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(names)
@@ -340,18 +403,20 @@ def stability_rows(logs: Mapping[str, Iterable[dict]]) -> list[dict]:
             val = [r["val_loss"] for r in part if r.get("val_loss") is not None]
             alphas = [r["alpha"] for r in part if r.get("alpha") is not None]
             ode = [r["ode_grad_norm"] for r in part if r.get("ode_grad_norm") is not None]
-            rows.append({
-                "model": name,
-                "stage": "1 (language model)" if stage == 1 else f"{stage} (steering)",
-                "steps": len(part),
-                "final loss": round(part[-1]["loss"], 4),
-                "final val loss": round(val[-1], 4) if val else None,
-                "grad norm": _mean_std([r["grad_norm"] for r in part if r.get("grad_norm") is not None]),
-                "middle-block grad norm": _mean_std(ode),
-                "exploding steps": sum(bool(r.get("exploding")) for r in part),
-                "vanishing steps": sum(bool(r.get("vanishing")) for r in part),
-                "final α": round(alphas[-1], 4) if alphas else None,
-            })
+            rows.append(
+                {
+                    "model": name,
+                    "stage": "1 (language model)" if stage == 1 else f"{stage} (steering)",
+                    "steps": len(part),
+                    "final loss": round(part[-1]["loss"], 4),
+                    "final val loss": round(val[-1], 4) if val else None,
+                    "grad norm": _mean_std([r["grad_norm"] for r in part if r.get("grad_norm") is not None]),
+                    "middle-block grad norm": _mean_std(ode),
+                    "exploding steps": sum(bool(r.get("exploding")) for r in part),
+                    "vanishing steps": sum(bool(r.get("vanishing")) for r in part),
+                    "final α": round(alphas[-1], 4) if alphas else None,
+                }
+            )
     return rows
 
 
@@ -360,54 +425,107 @@ def stability_rows(logs: Mapping[str, Iterable[dict]]) -> list[dict]:
 class SteerView:
     """Everything on the Steer page that depends on u, as plain data."""
 
-    prompt_shown: str            # the prompt as the model saw it (its tail if it was cut)
+    prompt_shown: str  # the prompt as the model saw it (its tail if it was cut)
     continuation: str
     generation_notice: str
-    generation_nfe: int          # field evaluations over all decoding steps
+    generation_nfe: int  # field evaluations over all decoding steps
     next_tokens: list[str]
     next_probs: list[float]
     tau: list[float]
-    path: list[list[float]]      # mean-token H(τ) in the PCA map, [T, n_components]
-    solve_nfe: int               # field evaluations of one solve of the prompt
+    path: list[list[float]]  # mean-token H(τ) in the PCA map, [T, n_components]
+    solve_nfe: int  # field evaluations of one solve of the prompt
     eval_taus: list[float]
     solver_label: str
-    judgement: "Judgement | None" = None   # attached by attach_judgements (the page judges otherwise)
+    judgement: Judgement | None = None  # attached by attach_judgements (the page judges otherwise)
 
 
-def compute_steer_view(model, tok, pca_map, prompt: str, control: tuple[float, float], solver: SolverConfig, *,
-                       seed: int = 0, max_new_tokens: int = 24, temperature: float = 0.8, top_k: int = 10,
-                       n_tau: int = 33, cancelled=None) -> SteerView:
+def compute_steer_view(
+    model,
+    tok,
+    pca_map,
+    prompt: str,
+    control: tuple[float, float],
+    solver: SolverConfig,
+    *,
+    seed: int = 0,
+    max_new_tokens: int = 24,
+    temperature: float = 0.8,
+    top_k: int = 10,
+    n_tau: int = 33,
+    cancelled=None,
+) -> SteerView:
     """Continuation (fixed seed, so only u changes it), next-token top-k, the path in the map, NFE.
 
     Fixed-step solvers go through compute_steer_views (the fast decoder; the next-token odds come
     from the generation's own prompt pass; cancelled() is polled between tokens, as there);
     adaptive ones through the general functions below."""
     from .decode import can_decode_fast
+
     if can_decode_fast(model, solver):
-        return compute_steer_views(model, tok, pca_map, prompt, [control], solver, seed=seed,
-                                   max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, n_tau=n_tau,
-                                   cancelled=cancelled)[0]
+        return compute_steer_views(
+            model,
+            tok,
+            pca_map,
+            prompt,
+            [control],
+            solver,
+            seed=seed,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            n_tau=n_tau,
+            cancelled=cancelled,
+        )[0]
     from .analysis.pca import project_trajectory
     from .analysis.sweep import next_token_distribution
     from .analysis.trajectories import compute_trajectory
     from .generate import generate
 
     max_new_tokens = max(1, min(max_new_tokens, model.config.block_size - 1))
-    gen = generate(model, tok, prompt, control[0], control[1], max_new_tokens=max_new_tokens,
-                   temperature=temperature, seed=seed, solver=solver)[0]
+    gen = generate(
+        model,
+        tok,
+        prompt,
+        control[0],
+        control[1],
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        solver=solver,
+    )[0]
     tokens, probs = next_token_distribution(model, tok, prompt, list(control), solver, top_k=top_k)
     traj = compute_trajectory(model, tok, prompt, list(control), solver, n_tau=n_tau)
     path = project_trajectory(pca_map, traj).points
-    return SteerView(prompt_shown=gen.text[:len(gen.text) - len(gen.continuation)], continuation=gen.continuation,
-                     generation_notice=gen.notice, generation_nfe=int(gen.nfe), next_tokens=list(tokens),
-                     next_probs=[float(p) for p in probs], tau=[float(t) for t in traj.tau],
-                     path=np.asarray(path, dtype=float).tolist(), solve_nfe=int(traj.nfe),
-                     eval_taus=[float(t) for t in traj.eval_taus], solver_label=traj.solver_label)
+    return SteerView(
+        prompt_shown=gen.text[: len(gen.text) - len(gen.continuation)],
+        continuation=gen.continuation,
+        generation_notice=gen.notice,
+        generation_nfe=int(gen.nfe),
+        next_tokens=list(tokens),
+        next_probs=[float(p) for p in probs],
+        tau=[float(t) for t in traj.tau],
+        path=np.asarray(path, dtype=float).tolist(),
+        solve_nfe=int(traj.nfe),
+        eval_taus=[float(t) for t in traj.eval_taus],
+        solver_label=traj.solver_label,
+    )
 
 
-def compute_steer_views(model, tok, pca_map, prompt: str, controls: list[tuple[float, float]], solver: SolverConfig,
-                        *, seed: int = 0, max_new_tokens: int = 24, temperature: float = 0.8, top_k: int = 10,
-                        n_tau: int = 33, cancelled=None) -> list[SteerView]:
+def compute_steer_views(
+    model,
+    tok,
+    pca_map,
+    prompt: str,
+    controls: list[tuple[float, float]],
+    solver: SolverConfig,
+    *,
+    seed: int = 0,
+    max_new_tokens: int = 24,
+    temperature: float = 0.8,
+    top_k: int = 10,
+    n_tau: int = 33,
+    cancelled=None,
+) -> list[SteerView]:
     """compute_steer_view for several controls of one prompt at once: one batched decode, one batched solve.
 
     Each row samples from its own generator seeded with `seed`, so a row gives the tokens a call for
@@ -427,8 +545,22 @@ def compute_steer_views(model, tok, pca_map, prompt: str, controls: list[tuple[f
     from .tokenizer import decode
 
     if not can_decode_fast(model, solver):
-        return [compute_steer_view(model, tok, pca_map, prompt, c, solver, seed=seed, max_new_tokens=max_new_tokens,
-                                   temperature=temperature, top_k=top_k, n_tau=n_tau) for c in controls]
+        return [
+            compute_steer_view(
+                model,
+                tok,
+                pca_map,
+                prompt,
+                c,
+                solver,
+                seed=seed,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                n_tau=n_tau,
+            )
+            for c in controls
+        ]
     if not isinstance(prompt, str):
         raise ValueError("prompt must be text")
     if not isinstance(top_k, int) or top_k < 1:
@@ -443,56 +575,78 @@ def compute_steer_views(model, tok, pca_map, prompt: str, controls: list[tuple[f
     sampling = _replace(DEFAULT_SAMPLING, temperature=temperature)
     ids, notice = prompt_ids(tok, prompt, block_size, max_new_tokens)
     first_logits = []
-    new, nfe = fast_sample_tokens(model, ids, u, max_new_tokens, n=rows, sampling=sampling, solver=solver,
-                                  gens=[torch.Generator(device="cpu").manual_seed(seed) for _ in range(rows)],
-                                  cancelled=cancelled, on_prompt=first_logits.append)
+    new, nfe = fast_sample_tokens(
+        model,
+        ids,
+        u,
+        max_new_tokens,
+        n=rows,
+        sampling=sampling,
+        solver=solver,
+        gens=[torch.Generator(device="cpu").manual_seed(seed) for _ in range(rows)],
+        cancelled=cancelled,
+        on_prompt=first_logits.append,
+    )
     if cancelled is not None and cancelled():
         raise Cancelled()
     idx, _ = prompt_tensor(model, tok, prompt)
     with torch.inference_mode():
-        if idx[0].tolist() == ids:    # the generation's prompt pass gave the next-token logits already
+        if idx[0].tolist() == ids:  # the generation's prompt pass gave the next-token logits already
             logits = first_logits[0]
-        else:                         # a prompt cut differently for generation: one more pass
+        else:  # a prompt cut differently for generation: one more pass
             from .analysis.inputs import decode_last
+
             h0 = model.encode(idx).expand(rows, -1, -1)
             logits = decode_last(model, model.middle(h0, u, solver).final)
         top = torch.topk(logits.float().softmax(-1), min(top_k, logits.shape[-1]))
         # the path: every control's solve of the prompt in one batch (exact per row for fixed steps)
         h0 = model.encode(idx)
         solve = model.middle(h0.expand(rows, -1, -1), u.to(h0.device), solver, tau=tau_grid(n_tau))
-    states = solve.states.float().cpu().numpy()               # [T, rows, tokens, d]
+    states = solve.states.float().cpu().numpy()  # [T, rows, tokens, d]
     shown = decode(tok, ids)
     label = solver.label() if hasattr(model, "field") else f"{len(solve.eval_taus)} discrete blocks"
     views = []
     for r in range(rows):
         path = pca_map.project(states[:, r].mean(axis=1))
-        views.append(SteerView(
-            prompt_shown=shown, continuation=decode(tok, new[r].tolist()), generation_notice=notice,
-            generation_nfe=int(nfe), next_tokens=[decode(tok, [i]) for i in top.indices[r].tolist()],
-            next_probs=[float(p) for p in top.values[r].tolist()], tau=[float(t) for t in solve.tau.tolist()],
-            path=np.asarray(path, dtype=float).tolist(), solve_nfe=int(solve.nfe),
-            eval_taus=[float(t) for t in solve.eval_taus], solver_label=label))
+        views.append(
+            SteerView(
+                prompt_shown=shown,
+                continuation=decode(tok, new[r].tolist()),
+                generation_notice=notice,
+                generation_nfe=int(nfe),
+                next_tokens=[decode(tok, [i]) for i in top.indices[r].tolist()],
+                next_probs=[float(p) for p in top.values[r].tolist()],
+                tau=[float(t) for t in solve.tau.tolist()],
+                path=np.asarray(path, dtype=float).tolist(),
+                solve_nfe=int(solve.nfe),
+                eval_taus=[float(t) for t in solve.eval_taus],
+                solver_label=label,
+            )
+        )
     return views
 
 
 def attach_judgements(views: list[SteerView]) -> list[SteerView]:
     """Each view with its text judged (one batched call of each judge); returns the views."""
     from . import judge
+
     if not views:
         return views
     texts = [v.prompt_shown + v.continuation for v in views]
     compound = judge.vader_compound(texts)
     probability = judge.sentiment_judge().probability(texts) if judge_available() else None
     for k, view in enumerate(views):
-        view.judgement = Judgement(classifier_positive=None if probability is None else float(probability[k]),
-                                   vader_compound=float(compound[k]))
+        view.judgement = Judgement(
+            classifier_positive=None if probability is None else float(probability[k]),
+            vader_compound=float(compound[k]),
+        )
     return views
 
 
 @dataclass
 class Judgement:
-    classifier_positive: float | None   # the trained judge's P(positive); None when its files are absent
-    vader_compound: float               # VADER's compound score in [-1, 1]
+    classifier_positive: float | None  # the trained judge's P(positive); None when its files are absent
+    vader_compound: float  # VADER's compound score in [-1, 1]
 
     @property
     def score(self) -> float:
@@ -508,6 +662,7 @@ def judge_available() -> bool:
     from pathlib import Path
 
     from . import judge
+
     override = os.environ.get("STEERING_JUDGE_DIR")
     candidates = [Path(override)] if override else [judge.SHIPPED_DIR, judge.CACHE_DIR]
     names = [f"{n}.{ext}" for n in judge.SPECS for ext in ("json", "safetensors")]
@@ -516,6 +671,7 @@ def judge_available() -> bool:
 
 def judge_text(text: str) -> Judgement:
     from . import judge
+
     compound = float(judge.vader_compound([text])[0])
     probability = float(judge.sentiment_judge().probability([text])[0]) if judge_available() else None
     return Judgement(classifier_positive=probability, vader_compound=compound)
@@ -531,8 +687,19 @@ def escape_markdown(text: str) -> str:
 
 
 # ---------------------------------------------------------------- regimes in chunks, for a progress bar
-def regimes_in_chunks(model, tok, prompt: str, u_grid, *, solvers=("dopri5", "adaptive_heun"), rtol: float = 1e-3,
-                      atol: float = 1e-4, targets=(" good", " bad"), chunks: int = 8, on_progress=None):
+def regimes_in_chunks(
+    model,
+    tok,
+    prompt: str,
+    u_grid,
+    *,
+    solvers=("dopri5", "adaptive_heun"),
+    rtol: float = 1e-3,
+    atol: float = 1e-4,
+    targets=(" good", " bad"),
+    chunks: int = 8,
+    on_progress=None,
+):
     """steering.analysis.regimes.nfe_regimes over slices of the u grid, merged into one Regimes.
 
     Every u is its own solve either way, so the merged NFE equal one whole sweep's; the
@@ -554,17 +721,26 @@ def regimes_in_chunks(model, tok, prompt: str, u_grid, *, solvers=("dopri5", "ad
     nfe = {m: np.concatenate([p.nfe[m] for p in parts]) for m in methods}
     steps = {m: np.concatenate([p.steps[m] for p in parts]) for m in methods}
     relative = np.concatenate([p.target_probability for p in parts])
-    return replace(first, u=grid, nfe=nfe, steps=steps, **profile_summary(grid, nfe, steps, relative),
-                   target_probability=relative, target_raw=np.concatenate([p.target_raw for p in parts]),
-                   seconds=float(sum(p.seconds for p in parts)))
+    return replace(
+        first,
+        u=grid,
+        nfe=nfe,
+        steps=steps,
+        **profile_summary(grid, nfe, steps, relative),
+        target_probability=relative,
+        target_raw=np.concatenate([p.target_raw for p in parts]),
+        seconds=float(sum(p.seconds for p in parts)),
+    )
 
 
 def steer_badges(score: float, vader_compound: float, nfe: int) -> str:
     """The Steer page's numbers as markdown badges: the verdict coloured by sentiment, VADER, NFE."""
     verdict = sentiment_label(score)
     colour = {"positive": "blue", "negative": "red"}.get(verdict, "gray")
-    return (f":{colour}-badge[judged {verdict}: P(positive) {score:.0%}] :gray-badge[VADER {vader_compound:+.2f}] "
-            f":gray-badge[NFE of one solve: {int(nfe)}]")
+    return (
+        f":{colour}-badge[judged {verdict}: P(positive) {score:.0%}] :gray-badge[VADER {vader_compound:+.2f}] "
+        f":gray-badge[NFE of one solve: {int(nfe)}]"
+    )
 
 
 def bold_then_plain(bold: str, plain: str) -> str:
@@ -575,5 +751,5 @@ def bold_then_plain(bold: str, plain: str) -> str:
     core = bold.strip()
     if not core:
         return escape_markdown(bold + plain)
-    lead, trail = bold[:len(bold) - len(bold.lstrip())], bold[len(bold.rstrip()):]
+    lead, trail = bold[: len(bold) - len(bold.lstrip())], bold[len(bold.rstrip()) :]
     return f"{lead}**{escape_markdown(core)}**{trail}{escape_markdown(plain)}"

@@ -2,6 +2,7 @@
 
 Shared by tests/test_browser.py and benchmarks/bench_app.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 CONTINUATION = ".st-key-continuation"
 MAP = ".st-key-steer_map .js-plotly-plot"
 
@@ -35,10 +44,27 @@ def streamlit_server(env: dict[str, str], log_path: Path, timeout: float = 180.0
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("w")
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                             "--server.address", "127.0.0.1", "--server.headless", "true",
-                             "--browser.gatherUsageStats", "false"],
-                            cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        env=full_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         while True:
@@ -64,13 +90,27 @@ def streamlit_server(env: dict[str, str], log_path: Path, timeout: float = 180.0
 
 
 @contextmanager
+def lab_server(root: Path, log_path: Path):
+    """Small lab checkpoints built under root (tests/lab_checkpoints.py) and the app on them: yields its URL."""
+    from lab_checkpoints import build_lab_checkpoints, lab_environment
+
+    with streamlit_server(lab_environment(build_lab_checkpoints(root)), log_path) as (url, _):
+        yield url
+
+
+@contextmanager
 def browser(profile_dir: Path, width: int = 1600, height: int = 1000):
     """A fresh chromium profile (the user-data-dir) and one page."""
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            str(profile_dir), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
-            viewport={"width": width, "height": height})
+            str(profile_dir),
+            executable_path=CHROMIUM,
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport={"width": width, "height": height},
+        )
         try:
             yield context.pages[0] if context.pages else context.new_page()
         finally:
@@ -93,27 +133,39 @@ def wait_until_idle(page, timeout: float = 120.0, quiet: float = 0.8):
     raise TimeoutError("the app kept running")
 
 
+def no_traceback(page):
+    """No exception element and no traceback text anywhere in the app."""
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert "Traceback" not in page.locator('[data-testid="stApp"]').inner_text()
+
+
 def steer_text(page) -> str:
     return page.locator(CONTINUATION).inner_text()
 
 
 def map_signature(page) -> list:
     """The current path's last point in the Steer map, read from plotly's own data on the page."""
-    return page.evaluate("""(sel) => {
+    return page.evaluate(
+        """(sel) => {
         const gd = document.querySelector(sel);
         if (!gd || !gd._fullData) return null;
         const now = gd._fullData.find(t => (t.name || '').startsWith('now:'));
         if (!now) return null;
         const n = now.x.length;
         return [now.name, now.x[n - 1], now.y[n - 1]];
-    }""", MAP)
+    }""",
+        MAP,
+    )
 
 
 def wait_for_steer_page(page, timeout: float = 300.0):
     page.wait_for_selector(CONTINUATION, timeout=timeout * 1000)
-    page.wait_for_function("""(sel) => { const gd = document.querySelector(sel);
+    page.wait_for_function(
+        """(sel) => { const gd = document.querySelector(sel);
                                          return gd && gd._fullData && gd._fullData.length > 0; }""",
-                           arg=MAP, timeout=timeout * 1000)
+        arg=MAP,
+        timeout=timeout * 1000,
+    )
 
 
 def sentiment_slider(page):
@@ -127,13 +179,18 @@ def move_sentiment(page, key: str, timeout: float = 60.0) -> float:
     slider.focus()
     start = time.perf_counter()
     page.keyboard.press(key)
-    page.wait_for_function("""([sel, old]) => {
+    page.wait_for_function(
+        """([sel, old]) => {
         const gd = document.querySelector(sel);
         const now = gd && gd._fullData && gd._fullData.find(t => (t.name || '').startsWith('now:'));
         if (!now) return false;
         const n = now.x.length;
         return now.name !== old[0] || now.x[n - 1] !== old[1] || now.y[n - 1] !== old[2];
-    }""", arg=[MAP, before], timeout=timeout * 1000, polling="raf")
+    }""",
+        arg=[MAP, before],
+        timeout=timeout * 1000,
+        polling="raf",
+    )
     return time.perf_counter() - start
 
 
@@ -146,6 +203,7 @@ def open_page(page, url: str, timeout: float = 180.0):
 def browser_sessions(count: int, width: int = 1600, height: int = 1000):
     """`count` pages in separate browser contexts of one chromium: separate Streamlit sessions at once."""
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:

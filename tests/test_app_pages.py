@@ -1,5 +1,6 @@
 """The lab app under Streamlit's AppTest: every page renders, the slider steers, links restore state,
 bad input gets a message and never a traceback."""
+
 from __future__ import annotations
 
 import base64
@@ -11,9 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
-
 from lab_checkpoints import build_lab_checkpoints, lab_environment
+from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 TIMEOUT = 120
@@ -96,10 +96,10 @@ def test_steer_page_renders_text_numbers_and_plots(lab_env):
     assert continuation(at).startswith("**The movie was**")
     numbers = steer_numbers(at)
     assert numbers["judged"] in ("positive", "negative", "mixed")
-    assert numbers["NFE of one solve"] == "4"                      # euler, 4 steps: one field call per step
+    assert numbers["NFE of one solve"] == "4"  # euler, 4 steps: one field call per step
     probs = values(chart(at, "steer_map")["data"][0]["x"])
     assert len(probs) == 10 and all(0 <= p <= 1 for p in probs)
-    assert sorted(probs) == probs                                 # most likely on top (plotly draws bottom-up)
+    assert sorted(probs) == probs  # most likely on top (plotly draws bottom-up)
     assert len(current_path(at)) == 33
     assert at.query_params["u"] == "0" and at.query_params["prompt"] == "The movie was"
 
@@ -112,7 +112,7 @@ def test_sentiment_slider_changes_text_and_trajectory(lab_env):
     no_exception(at)
     text_positive, path_positive = continuation(at), current_path(at)
     assert text_positive != text_negative
-    assert path_positive[0] == pytest.approx(path_negative[0], abs=1e-9)    # u enters only after τ = 0
+    assert path_positive[0] == pytest.approx(path_negative[0], abs=1e-9)  # u enters only after τ = 0
     assert path_positive[-1] != pytest.approx(path_negative[-1], abs=1e-6)
     assert at.query_params["u"] == "2"
     # dragging back gives the very same text: one seed for every u
@@ -122,24 +122,26 @@ def test_sentiment_slider_changes_text_and_trajectory(lab_env):
 
 def test_a_slider_step_finds_its_view_computed_ahead(lab_env, monkeypatch):
     from steering import lab
+
     computed = []
     real = lab.compute_steer_view
 
     def counting(model, tok, pca, prompt, control, *args, **kwargs):
-        if prompt == "A prompt only this test uses":   # an earlier test's session may still be computing its range
+        if prompt == "A prompt only this test uses":  # an earlier test's session may still be computing its range
             computed.append(control)
         return real(model, tok, pca, prompt, control, *args, **kwargs)
+
     monkeypatch.setattr(lab, "compute_steer_view", counting)
     at = run_app({"u": "0.5", "prompt": "A prompt only this test uses"})
     no_exception(at)
     deadline = time.monotonic() + 60
     while not {(0.55, 0.0), (0.45, 0.0)} <= set(computed) and time.monotonic() < deadline:
-        time.sleep(0.05)                      # the background worker computes both neighbours
+        time.sleep(0.05)  # the background worker computes both neighbours
     assert computed[0] == (0.5, 0.0) and {(0.55, 0.0), (0.45, 0.0)} <= set(computed)
     shown_ahead = computed.count((0.55, 0.0))
     at.slider(key="w_sentiment").set_value(0.55).run()
     no_exception(at)
-    assert computed.count((0.55, 0.0)) == shown_ahead == 1       # served, not computed again
+    assert computed.count((0.55, 0.0)) == shown_ahead == 1  # served, not computed again
     assert at.query_params["u"] == "0.55"
 
 
@@ -153,7 +155,7 @@ def test_query_params_restore_the_state(lab_env):
     assert at.selectbox(key="w_solver").value == "rk4"
     assert at.number_input(key="w_steps").value == 8
     assert continuation(at).startswith("**The acting in this movie**")
-    assert steer_numbers(at)["NFE of one solve"] == "32"           # rk4: 4 calls × 8 steps
+    assert steer_numbers(at)["NFE of one solve"] == "32"  # rk4: 4 calls × 8 steps
     assert not at.warning
     for key, value in params.items():
         assert at.query_params[key] == value
@@ -167,24 +169,27 @@ def test_adaptive_solver_and_tolerance_from_the_link(lab_env):
     assert at.query_params["tol"] == "1e-05" and "steps" not in at.query_params
 
 
-@pytest.mark.parametrize("params, expected", [
-    ({"u": "abc"}, "not a number"),
-    ({"u": "nan"}, "not a number"),
-    ({"u": "7"}, "clamped to 2"),
-    ({"u": "-1e308"}, "clamped to -2"),
-    ({"style": "inf"}, "clamped to 2"),
-    ({"solver": "dopri5", "tol": "0"}, "clamped to 1e-08"),
-    ({"solver": "dopri5", "tol": "lots"}, "not a number"),
-    ({"solver": "<script>"}, "unknown"),
-    ({"steps": "100000"}, "clamped to 64"),
-    ({"page": "nowhere"}, "unknown"),
-    ({"prompt": ""}, "empty"),
-])
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        ({"u": "abc"}, "not a number"),
+        ({"u": "nan"}, "not a number"),
+        ({"u": "7"}, "clamped to 2"),
+        ({"u": "-1e308"}, "clamped to -2"),
+        ({"style": "inf"}, "clamped to 2"),
+        ({"solver": "dopri5", "tol": "0"}, "clamped to 1e-08"),
+        ({"solver": "dopri5", "tol": "lots"}, "not a number"),
+        ({"solver": "<script>"}, "unknown"),
+        ({"steps": "100000"}, "clamped to 64"),
+        ({"page": "nowhere"}, "unknown"),
+        ({"prompt": ""}, "empty"),
+    ],
+)
 def test_bad_link_values_show_a_message(lab_env, params, expected):
     at = run_app(params)
     no_exception(at)
     assert expected in messages(at)
-    continuation(at)                      # the page still works with the clamped or default value
+    continuation(at)  # the page still works with the clamped or default value
 
 
 def test_out_of_range_u_is_clamped_onto_the_slider(lab_env):
@@ -193,12 +198,15 @@ def test_out_of_range_u_is_clamped_onto_the_slider(lab_env):
     assert at.query_params["u"] == "2"
 
 
-@pytest.mark.parametrize("prompt, expected", [
-    ("   ", "empty"),
-    ("The movie was " * 40, "only the first 300"),
-    ("The movie\x00 was\x1b[31m great\u200b", "Removed 3 control"),
-    ("The movie was 🎬🍿", "emoji"),
-])
+@pytest.mark.parametrize(
+    "prompt, expected",
+    [
+        ("   ", "empty"),
+        ("The movie was " * 40, "only the first 300"),
+        ("The movie\x00 was\x1b[31m great\u200b", "Removed 3 control"),
+        ("The movie was 🎬🍿", "emoji"),
+    ],
+)
 def test_bad_prompts_show_a_message(lab_env, prompt, expected):
     at = run_app()
     at.text_area(key="w_prompt").input(prompt).run()
@@ -217,12 +225,12 @@ def test_empty_prompt_is_refused_without_computing(lab_env):
 def test_user_text_is_never_markup(lab_env):
     nasty = "<b>x</b> [a](javascript:b) **s** $x$ :+1:"
     at = run_app({"prompt": nasty})
-    at.slider(key="w_new_tokens").set_value(4).run()      # room in the small context for the whole prompt
+    at.slider(key="w_new_tokens").set_value(4).run()  # room in the small context for the whole prompt
     no_exception(at)
     shown = continuation(at)
     assert shown.startswith(r"**\<b\>x\</b\> \[a\]\(javascript\:b\) \*\*s\*\* \$x\$ \:\+1\:**")
-    unescaped = re.sub(r"\\.", "", shown)          # what is left once every escaped character is gone
-    assert unescaped.count("*") == 4 and not set("<>[]()$`:") & set(unescaped)   # only the bold markers
+    unescaped = re.sub(r"\\.", "", shown)  # what is left once every escaped character is gone
+    assert unescaped.count("*") == 4 and not set("<>[]()$`:") & set(unescaped)  # only the bold markers
 
 
 def test_example_prompt_pill_sets_the_prompt(lab_env):
@@ -252,12 +260,12 @@ def test_page_param_opens_that_page_with_the_state(lab_env):
 
 
 PAGES = {
-    "pages/trajectories.py": ("paths", "Download these paths (CSV)"),
-    "pages/solvers.py": ("divergence", "Download the divergence along τ (CSV)"),
-    "pages/regimes.py": ("regimes", "Download the NFE sweep (CSV)"),
-    "pages/lens.py": ("lens", "Download the lens (CSV)"),
-    "pages/dynamics.py": ("convergence", "Download the convergence data (CSV)"),
-    "pages/training.py": ("training_curves", "Download the hybrid log (CSV)"),
+    "lab_pages/trajectories.py": ("paths", "Download these paths (CSV)"),
+    "lab_pages/solvers.py": ("divergence", "Download the divergence along τ (CSV)"),
+    "lab_pages/regimes.py": ("regimes", "Download the NFE sweep (CSV)"),
+    "lab_pages/lens.py": ("lens", "Download the lens (CSV)"),
+    "lab_pages/dynamics.py": ("convergence", "Download the convergence data (CSV)"),
+    "lab_pages/training.py": ("training_curves", "Download the hybrid log (CSV)"),
 }
 
 
@@ -273,24 +281,24 @@ def test_every_page_renders_its_figure_and_download(lab_env, page):
 
 
 def test_results_page_renders(lab_env):
-    at = run_app(page="pages/results.py")
+    at = run_app(page="lab_pages/results.py")
     no_exception(at)
     assert at.title
 
 
 def test_solvers_page_numbers(lab_env):
-    at = run_app(page="pages/solvers.py")
+    at = run_app(page="lab_pages/solvers.py")
     metrics = {m.label: m.value for m in at.metric}
     divergence = float(metrics["Final divergence at τ = 1"].rstrip("%"))
     assert 0 < divergence < 100
     assert metrics["NFE of A (euler (4 steps))"] == "4"
     at.number_input(key="w_a_steps").set_value(32).run()
     finer = float({m.label: m.value for m in at.metric}["Final divergence at τ = 1"].rstrip("%"))
-    assert finer < divergence                     # more Euler steps: closer to the adaptive reference
+    assert finer < divergence  # more Euler steps: closer to the adaptive reference
 
 
 def test_trajectory_page_follows_the_slider(lab_env):
-    at = run_app({"u": "-1"}, page="pages/trajectories.py")
+    at = run_app({"u": "-1"}, page="lab_pages/trajectories.py")
     before = [t for t in chart(at, "paths")["data"] if t.get("name") == "your u (u=-1.00)"]
     at.slider(key="w_sentiment").set_value(1.0).run()
     no_exception(at)
@@ -300,12 +308,15 @@ def test_trajectory_page_follows_the_slider(lab_env):
 
 def test_regimes_page_shows_every_switch_and_the_alignment_test(lab_env):
     from steering.evaluate import PROBE_PROMPT_VARIANTS
-    at = run_app({"prompt": "The movie was"}, page="pages/regimes.py")
+
+    at = run_app({"prompt": "The movie was"}, page="lab_pages/regimes.py")
     no_exception(at)
     labels = [m.label for m in at.metric]
-    assert labels[:2] == ["Step-count disagreement", "NFE disagreement"]          # the paper's comparison leads
+    assert labels[:2] == ["Step-count disagreement", "NFE disagreement"]  # the paper's comparison leads
     metrics = {m.label: m.value for m in at.metric}
-    assert {"Regime switches", "Semantic crossover", "Aligned (distance ≤ 0.1)", "Median distance to a switch"} <= set(metrics)
+    assert {"Regime switches", "Semantic crossover", "Aligned (distance ≤ 0.1)", "Median distance to a switch"} <= set(
+        metrics
+    )
     assert all(metrics[k].endswith("%") for k in ("Step-count disagreement", "NFE disagreement"))
     reading = re.sub(r"\\(.)", r"\1", next(m.value for m in at.markdown if "Reading" in m.value))
     assert re.search(r"(one|two|three|\d+) regimes?: \d+ NFE", reading)
@@ -322,14 +333,14 @@ def test_regimes_page_shows_every_switch_and_the_alignment_test(lab_env):
 
 
 def test_trajectories_page_measures_how_curved_the_paths_are(lab_env):
-    at = run_app({"u": "0.5"}, page="pages/trajectories.py")
+    at = run_app({"u": "0.5"}, page="lab_pages/trajectories.py")
     no_exception(at)
     metrics = {m.label: m.value for m in at.metric}
     assert {"Largest arc / chord − 1", "Largest share ⟂ chord", "On the map"} <= set(metrics)
     assert 0 <= float(metrics["Largest share ⟂ chord"].rstrip("%")) <= 100
     figure = chart(at, "curvature")
     curves = [t for t in figure["data"] if t.get("name") == "full space"]
-    assert curves and len(values(curves[0]["x"])) == 9                              # one point per drawn path
+    assert curves and len(values(curves[0]["x"])) == 9  # one point per drawn path
     assert any("path roughness" in c.value for c in at.caption)
 
 
@@ -339,3 +350,38 @@ def test_missing_checkpoint_says_how_to_train(lab_env, tmp_path, monkeypatch):
     no_exception(at)
     text = " ".join(e.value for e in at.error)
     assert "No trained model" in text and "python -m steering train" in text
+
+
+def test_a_talk_link_opens_its_step_and_previous_goes_back(lab_env):
+    at = run_app({"talk": "paper-in-8-steps", "step": "2"})
+    no_exception(at)
+    assert at.title[0].value == "Trajectories through depth"
+    assert any(m.value.startswith("**2 / 8**") for m in at.markdown)
+    assert dict(at.query_params) == {"talk": "paper-in-8-steps", "step": "2"}
+    at.button(key="talk_prev").click().run()
+    no_exception(at)
+    assert at.title[0].value == "Steer the flow" and at.slider(key="w_sentiment").value == -2.0
+    assert dict(at.query_params) == {"talk": "paper-in-8-steps", "step": "1"}
+    assert at.button(key="talk_prev").disabled
+
+
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        ({"talk": "nope"}, "there is no talk 'nope'"),
+        ({"talk": "../secrets", "step": "1"}, "is not a talk name"),
+        ({"talk": "paper-in-8-steps", "step": "zero"}, "not a number"),
+    ],
+)
+def test_a_bad_talk_link_is_a_notice(lab_env, params, expected):
+    at = run_app(params)
+    no_exception(at)
+    assert expected in messages(at)
+    assert at.title[0].value == "Steer the flow"
+
+
+def test_the_sidebar_gives_the_link_to_this_view(lab_env):
+    at = run_app({"u": "0.5", "style": "-1"})
+    no_exception(at)
+    link = at.sidebar.get("code")[0].value
+    assert link == "/steer?prompt=The+movie+was&u=0.5&style=-1&solver=euler&steps=4"

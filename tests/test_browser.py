@@ -4,15 +4,22 @@ Moves the sentiment slider and checks that the generated text and the map's path
 that the URL followed, and that no page shows a traceback. Screenshots of every page go
 to test-output/browser/ (git-ignored).
 """
+
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
-from browser_lab import (ROOT, browser, map_signature, move_sentiment, open_page, steer_text, streamlit_server,
-                         wait_for_steer_page, wait_until_idle)
-from lab_checkpoints import build_lab_checkpoints, lab_environment
+from browser_lab import (
+    ROOT,
+    browser,
+    lab_server,
+    map_signature,
+    move_sentiment,
+    no_traceback,
+    open_page,
+    steer_text,
+    wait_for_steer_page,
+    wait_until_idle,
+)
 
 SHOTS = ROOT / "test-output" / "browser"
 PAGES = ("trajectories", "solvers", "regimes", "lens", "dynamics", "training", "results")
@@ -21,14 +28,8 @@ PAGES = ("trajectories", "solvers", "regimes", "lens", "dynamics", "training", "
 @pytest.fixture(scope="module")
 def lab_url(tmp_path_factory):
     root = tmp_path_factory.mktemp("browser-lab")
-    env = lab_environment(build_lab_checkpoints(root))
-    with streamlit_server(env, SHOTS / "streamlit.log") as (url, _):
+    with lab_server(root, SHOTS / "streamlit.log") as url:
         yield url, root
-
-
-def no_traceback(page):
-    assert page.locator('[data-testid="stException"]').count() == 0
-    assert "Traceback" not in page.locator('[data-testid="stApp"]').inner_text()
 
 
 def test_slider_steers_text_and_plot_in_the_browser(lab_url):
@@ -43,7 +44,7 @@ def test_slider_steers_text_and_plot_in_the_browser(lab_url):
         assert text_before.startswith("The movie was") and map_before[0] == "now: u = -2.00"
         page.screenshot(path=str(SHOTS / "steer_u-2.png"), full_page=True)
 
-        move_sentiment(page, "End")          # to u = +2
+        move_sentiment(page, "End")  # to u = +2
         wait_until_idle(page)
         text_after, map_after = steer_text(page), map_signature(page)
         assert map_after[0] == "now: u = +2.00"

@@ -1,22 +1,29 @@
 """Training: loss, grad norms and α of the hybrid against the discrete baseline, from the checkpoints' logs."""
+
 import streamlit as st
 
 import lab_ui as ui
 from steering import lab
 from steering.figures.training import global_steps, training_curves_figure
 
-ui.sidebar_controls(solver=False)
-st.title("Training: hybrid vs discrete")
-st.caption("Stage 1 trains both models as language models; stage 2 (shaded) trains only the hybrid's ODE block "
-           "(and the blocks after it) to follow the control u. Raw values faint, smoothed bold.")
-ui.show_url_notices()
+ui.page_header(
+    "Training: hybrid vs discrete",
+    "Stage 1 trains both models as language models; stage 2 (shaded) "
+    "trains only the hybrid's ODE block (and the blocks after it) to follow the control u. Raw values "
+    "faint, smoothed bold.",
+    load_model=False,
+    prompt=False,
+)
+ui.sync_url("training")  # first: the page computes nothing from the state, and may stop below
 
 logs = ui.training_logs()
 missing = [name for name, records in logs.items() if not records]
 for name in missing:
     path = ui.checkpoint_dir() if name == "hybrid" else ui.baseline_dir()
-    st.warning(f"No training log for the {name} model at `{path}` (train_log.jsonl). Train it with "
-               f"`python -m steering train --arch {name} --out {path}`.")
+    st.warning(
+        f"No training log for the {name} model at `{path}` (train_log.jsonl). Train it with "
+        f"`python -m steering train --arch {name} --out {path}`."
+    )
 logs = {name: records for name, records in logs.items() if records}
 if not logs:
     st.stop()
@@ -25,9 +32,11 @@ smooth = st.slider("Smoothing (EMA span, steps)", 1, 100, 15, key="w_smooth")
 ui.plot(training_curves_figure(logs, smooth=smooth, font_size=ui.font_size()), key="training_curves")
 
 st.subheader("Stability")
-st.caption("Grad norms are before clipping (mean ± standard deviation over the stage). A step counts as "
-           "exploding when its grad norm exceeds 10× the median of the previous 200, as vanishing when the "
-           "middle block's grad norm is below 1e-7 (the trainer's own flags).")
+st.caption(
+    "Grad norms are before clipping (mean ± standard deviation over the stage). A step counts as "
+    "exploding when its grad norm exceeds 10× the median of the previous 200, as vanishing when the "
+    "middle block's grad norm is below 1e-7 (the trainer's own flags)."
+)
 st.dataframe(lab.stability_rows(logs), hide_index=True, width="stretch")
 
 for name, records in logs.items():
@@ -37,4 +46,3 @@ for name, records in logs.items():
         columns[field] = [r.get(field) for r in records]
     columns["val_loss"] = [r.get("val_loss") for r in records]
     ui.download_csv(f"Download the {name} log (CSV)", columns, f"training_{name}.csv", key=f"csv_{name}")
-ui.sync_url("training")

@@ -1,0 +1,65 @@
+"""Dynamics: does the learned flow contract, and do Euler and RK4 converge at their orders on it?"""
+
+import streamlit as st
+
+import lab_ui as ui
+from steering.analysis.dynamics import contraction_by_u, convergence
+from steering.figures.dynamics import contraction_figure, convergence_figure
+
+header = ui.page_header(
+    "Dynamics of the flow",
+    "Second paper: a residual stack is Euler's method on an ODE. If the "
+    "field is contractive, nearby paths approach each other (negative λ); Euler's error should "
+    "fall like 1/N and RK4's like 1/N⁴.",
+    sliders=True,
+)
+loaded, prompt, control = header.loaded, header.prompt, header.control
+
+st.subheader("Contraction along τ")
+QUALITY = {
+    "quick": dict(n_tau=9, n_probes=2, lanczos_iterations=8),
+    "fine": dict(n_tau=17, n_probes=4, lanczos_iterations=16),
+}
+quality = st.radio(
+    "Resolution",
+    tuple(QUALITY),
+    horizontal=True,
+    key="w_dyn_quality",
+    help="Fine: more τ points, perturbation probes and Lanczos iterations (about 4× slower).",
+)
+u_values = tuple(sorted({-1.5, 0.0, 1.5, round(control[0], 2)}))
+contractions = ui.analysis(
+    loaded,
+    "contraction",
+    (prompt, u_values, quality),
+    contraction_by_u,
+    prompt,
+    u_values,
+    **QUALITY[quality],
+    what="the contraction",
+)
+ui.plot(ui.styled(contraction_figure(contractions), height=560), key="contraction")
+cols = st.columns(len(contractions))
+for col, c in zip(cols, contractions):
+    col.metric(
+        f"λ(1) at u = {c.u[0]:+.2f}",
+        f"{c.ftle[-1]:+.3f}",
+        help="Finite-time Lyapunov exponent over the whole block: below 0, perturbations shrink.",
+    )
+
+st.subheader("Convergence of fixed-step solvers")
+conv = ui.analysis(
+    loaded, "convergence", (prompt, control), convergence, prompt, control, max_steps=64, what="the convergence study"
+)
+m1, m2, m3 = st.columns(3)
+m1.metric("Euler order", f"{conv.euler_order:.2f}", help="Expected 1")
+m2.metric("RK4 order", f"{conv.rk4_order:.2f}", help="Expected 4")
+m3.metric("Reference NFE (dopri5)", conv.reference_nfe)
+ui.plot(ui.styled(convergence_figure(conv), height=460), key="convergence")
+ui.download_csv(
+    "Download the convergence data (CSV)",
+    {"steps": conv.steps.tolist(), "euler_error": conv.euler_error.tolist(), "rk4_error": conv.rk4_error.tolist()},
+    "convergence.csv",
+    key="csv_convergence",
+)
+ui.sync_url("dynamics")

@@ -1,0 +1,203 @@
+"""Regimes: how much work the adaptive solvers do as u moves, and how it grows with precision."""
+
+import numpy as np
+import streamlit as st
+
+import lab_ui as ui
+from steering import lab
+from steering.analysis.alignment import regimes_over_prompts
+from steering.analysis.regimes import tolerance_scaling
+from steering.evaluate import PROBE_PROMPT_VARIANTS
+from steering.figures.regimes import alignment_figure, nfe_regimes_figure, tolerance_figure
+
+header = ui.page_header(
+    "Solver regimes",
+    "With an adaptive solver the number of field evaluations (NFE) depends on "
+    "u. The paper finds two levels, with the switch where the steered sentiment crosses over, and "
+    "sublinear growth of NFE with tighter tolerance: a smooth flow. Here every switch is found (an "
+    "exact piecewise-constant fit of dopri5's NFE against u) and the alignment is tested over ten "
+    "prompts against chance.",
+)
+loaded, prompt = header.loaded, header.prompt
+
+c1, c2, c3, c4 = st.columns(4)
+tol = c1.select_slider(
+    "Tolerance (rtol = 10·atol)", ui.TOLERANCES, value=1e-3, format_func=lambda t: f"{t:.0e}", key="w_reg_tol"
+)
+n_u = c2.select_slider("u values in [−2, 2]", (11, 21, 41, 81), value=41, key="w_reg_n")
+positive = c3.text_input("Positive target", " good", max_chars=20, key="w_target_pos")
+negative = c4.text_input("Negative target", " bad", max_chars=20, key="w_target_neg")
+targets = []
+for raw in (positive, negative):
+    cleaned = lab.clean_prompt(raw)
+    if cleaned.refused:
+        st.warning("Both targets need some text; using ' good' and ' bad'.")
+        targets = [" good", " bad"]
+        break
+    targets.append(raw if raw.strip() == cleaned.text else cleaned.text)
+
+grid = np.round(np.linspace(-2.0, 2.0, int(n_u)), 6)
+key = (prompt, float(tol), int(n_u), tuple(targets))
+bar = st.progress(0.0, text="Solving every u with dopri5 and adaptive_heun…")
+regimes = ui.analysis(
+    loaded,
+    "regimes",
+    key,
+    lambda model, tok: lab.regimes_in_chunks(
+        model,
+        tok,
+        prompt,
+        grid,
+        rtol=float(tol),
+        atol=float(tol) / 10,
+        targets=tuple(targets),
+        on_progress=lambda f: bar.progress(f, text=f"Solving every u… {f:.0%}"),
+    ),
+    what="the NFE sweep",
+)
+bar.empty()
+
+st.markdown(lab.bold_then_plain("Reading: ", regimes.reading))
+m1, m2, m3, m4, m5 = st.columns(5)
+methods = list(regimes.nfe)
+pair = " vs ".join(methods[:2])
+m1.metric(
+    "Step-count disagreement",
+    f"{regimes.step_disagreement:.0%}",
+    help=f"Largest |steps_a − steps_b| / mean(steps_a, steps_b) over u, accepted steps of {pair} "
+    "(the paper: within 15 %). 0 % means the two solvers take the same number of steps everywhere.",
+)
+m2.metric(
+    "NFE disagreement",
+    f"{regimes.nfe_disagreement:.0%}",
+    help=f"The same on raw NFE. Solvers spend different numbers of evaluations per step ({pair}), so raw "
+    "NFE differ even where the steps agree: the step count is the fair comparison.",
+)
+m3.metric(
+    "Regime switches",
+    str(len(regimes.switches)) if regimes.switches else "none",
+    help="Where dopri5's NFE changes level, by an exact penalised piecewise-constant fit: "
+    + (
+        "; ".join(f"u = {s.u:+.2f} ({s.from_level:g} → {s.to_level:g} NFE)" for s in regimes.switches)
+        or "one level everywhere"
+    )
+    + ".",
+)
+m4.metric(
+    "Semantic crossover",
+    "none" if regimes.crossover_u is None else f"u = {regimes.crossover_u:+.2f}",
+    help="Where the first target's share of the two targets crosses 50 %"
+    + (
+        ""
+        if regimes.crossover_to_switch is None
+        else f"; {regimes.crossover_to_switch:.2f} from the nearest switch (u = {regimes.switch_u:+.2f})"
+    )
+    + ".",
+)
+m5.metric("Sweep time", f"{regimes.seconds:.2f} s")
+ui.plot(ui.styled(nfe_regimes_figure(regimes), height=480), key="regimes")
+columns = {"u": regimes.u.tolist()}
+for name, values in regimes.nfe.items():
+    columns[f"nfe_{name}"] = [int(v) for v in values]
+for name, values in regimes.steps.items():
+    columns[f"steps_{name}"] = [int(v) for v in values]
+columns["relative_probability_first_target"] = regimes.target_probability.tolist()
+ui.download_csv("Download the NFE sweep (CSV)", columns, "nfe_regimes.csv", key="csv_regimes")
+
+st.subheader("Does the crossover sit on a switch? Ten prompts against chance")
+st.caption(
+    "The paper's claim: the NFE switch is aligned with the semantic crossover. For each of the "
+    "evaluation's ten probe prompts, at this tolerance, grid and targets: its switches, its crossover and "
+    "the distance between the crossover and the nearest switch; aligned means at most 0.1. The shuffled-u "
+    "null moves each crossover to a random u in [−2, 2] (its own switches kept, 2,000 draws); the swapped "
+    "null pairs each crossover with the other prompts' switches."
+)
+bar = st.progress(0.0, text="Solving every u for each probe prompt…")
+alignment = ui.analysis(
+    loaded,
+    "alignment",
+    (float(tol), int(n_u), tuple(targets)),
+    lambda model, tok: regimes_over_prompts(
+        model,
+        tok,
+        PROBE_PROMPT_VARIANTS,
+        grid,
+        rtol=float(tol),
+        atol=float(tol) / 10,
+        targets=tuple(targets),
+        prompt_set="probe",
+        on_progress=lambda f: bar.progress(f, text=f"Probe prompts… {f:.0%}"),
+    ),
+    what="the alignment over the probe prompts",
+)
+bar.empty()
+stats = alignment.stats
+
+
+def share(x):
+    return "n/a" if x is None else f"{x:.0%}"
+
+
+def dist(x):
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+a1, a2, a3 = st.columns(3)
+a1.metric(
+    "Aligned (distance ≤ 0.1)",
+    share(stats["aligned_share"]),
+    delta=None
+    if stats["aligned_share"] is None
+    else f"{stats['aligned_share'] - stats['null_aligned_share']:+.0%} vs a random crossover",
+    delta_color="off",
+    help=f"Of {stats['n_with_crossover']} prompts whose target share crosses 50 % on the grid. "
+    f"Shuffled-u null: {share(stats['null_aligned_share'])} (p = {dist(stats['p_aligned_share'])}); "
+    f"swapped null: {share(stats['swapped_aligned_share'])}.",
+)
+a2.metric(
+    "Median distance to a switch",
+    dist(stats["median_distance"]),
+    help=f"Shuffled-u null: {dist(stats['null_median_distance'])} (p = {dist(stats['p_median_distance'])}, "
+    f"the share of random draws at least this close); swapped null: "
+    f"{dist(stats['swapped_median_distance'])}.",
+)
+a3.metric(
+    "Prompts",
+    f"{stats['n_measured']} / {stats['n_prompts']}",
+    help="Prompts with both a crossover and at least one switch, of all probe prompts.",
+)
+ui.plot(ui.styled(alignment_figure(alignment), height=max(360, 70 + 36 * len(alignment.prompts))), key="alignment")
+st.dataframe(
+    [
+        {
+            "prompt": row.prompt,
+            "switches": ", ".join(f"{s.u:+.2f}" for s in row.switches) or "none",
+            "crossover": None if row.crossover_u is None else round(row.crossover_u, 3),
+            "distance": None if row.distance is None else round(row.distance, 3),
+            "aligned": row.aligned,
+        }
+        for row in alignment.prompts
+    ],
+    hide_index=True,
+    width="stretch",
+)
+
+st.subheader("Resolution scaling")
+ui.sentiment_slider(st, "Sentiment u₁ for this sweep")
+u_here = ui.state().control
+scaling = ui.analysis(
+    loaded, "tolerance", (prompt, u_here), tolerance_scaling, prompt, u_here, what="the tolerance sweep"
+)
+st.metric(
+    "log-log slope",
+    f"{scaling.slope:.3f}",
+    help=f"NFE ∝ (1/tol)^slope for dopri5 at u = ({u_here[0]:+.2f}, {u_here[1]:+.2f}); below 1 is sublinear.",
+)
+ui.plot(ui.styled(tolerance_figure(scaling), height=420), key="tolerance")
+ui.download_csv(
+    "Download the tolerance sweep (CSV)",
+    {"tolerance": scaling.tolerances.tolist(), "nfe": [int(v) for v in scaling.nfe]},
+    "tolerance_scaling.csv",
+    key="csv_tolerance",
+)
+ui.sync_url("regimes")

@@ -1,0 +1,72 @@
+"""Results: the paper's figures beside ours, and the learned control against activation steering.
+
+Reads results.json written by `python -m steering experiments` (folder: $STEERING_RESULTS,
+default assets/results); computes nothing itself.
+"""
+
+import os
+from pathlib import Path
+
+import streamlit as st
+
+import lab_ui as ui
+from steering.experiments import DEFAULT_OUT, load_results
+from steering.figures.results import accuracy_fluency_figure
+
+folder = Path(os.environ.get("STEERING_RESULTS", DEFAULT_OUT))
+ui.page_header(
+    "Results: the paper's experiments on our model",
+    "Each row: the paper's figure, ours measured on the shipped checkpoints, and how it was measured.",
+    load_model=False,
+    prompt=False,
+)
+ui.sync_url("results")  # first: the page computes nothing from the state, and may stop below
+
+try:
+    results = load_results(folder)
+except ValueError as err:
+    st.error(str(err))
+    st.stop()
+if results is None:
+    st.info(
+        f"**No results yet:** `{folder / 'results.json'}` does not exist.\n\n"
+        "Produce them (about 30 minutes on 2 CPU cores; `--quick` takes about a minute but its sizes are "
+        "too small to mean much):\n\n"
+        f"```\npython -m steering experiments --out {folder}\n```\n\n"
+        "Point this page at another folder with `STEERING_RESULTS=FOLDER streamlit run app.py`.",
+        icon="🧪",
+    )
+    st.stop()
+
+meta = results["meta"]
+if meta.get("quick"):
+    st.warning("These results come from a quick run (tiny sizes, for tests): read them as a smoke test only.")
+st.caption(
+    f"Hybrid `{meta['checkpoint']}`, discrete baseline `{meta['baseline']}`; the run took "
+    f"{meta['total_seconds'] / 60:.1f} minutes on {meta['torch_threads']} thread(s)."
+)
+st.dataframe(
+    [
+        {"section": r["section"], "paper figure": r["paper"], "ours": r["ours"], "how measured": r["how"]}
+        for r in results["table"]
+    ],
+    hide_index=True,
+    width="stretch",
+)
+
+st.subheader("Learned control against activation steering")
+act = results["activation_steering"]
+ui.plot(accuracy_fluency_figure([act["hybrid"], act["activation"]], font_size=ui.font_size()), key="accuracy_fluency")
+verdicts = [
+    f"{'classifier' if judge == 'clf' else 'VADER'} judge: "
+    f"{v['dominates'] + ' dominates' if v['dominates'] != 'neither' else 'neither dominates (the fronts cross)'}"
+    for judge, v in act["pareto"].items()
+]
+st.markdown("**Pareto comparison** (lower perplexity and higher accuracy both better): " + "; ".join(verdicts) + ".")
+st.caption(
+    f"Each point is one steering magnitude: accuracy is the mean of the fraction judged positive at +m "
+    f"and negative at -m over {act['prompts']} held-out prompts ({act['new_tokens']} sampled tokens each). "
+    f"Grids, the same size and spacing for both: u {[round(x, 2) for x in act['u_grid']]}; "
+    f"c {[round(x, 2) for x in act['c_grid']]} (steering vector norm {act['vector_norm']:.3f}: mean "
+    f"residual after block 2, positive minus negative training reviews)."
+)

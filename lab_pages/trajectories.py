@@ -1,0 +1,145 @@
+"""Trajectories: the paths H(τ) of one prompt for a family of controls, on the PCA map, animated over τ."""
+
+import numpy as np
+import streamlit as st
+
+import lab_ui as ui
+from steering.analysis.curvature import curvature_of, straightness_note
+from steering.analysis.pca import ProjectedPath
+from steering.analysis.trajectories import compute_trajectory, pooled
+from steering.figures.flow import curvature_figure, pca_paths_figure
+
+header = ui.page_header(
+    "Trajectories through depth",
+    "Each line is the prompt's hidden state H(τ) as τ goes 0 → 1 "
+    "through the ODE block, projected on the PCA map, one line per sentiment value (red negative, "
+    "blue positive). All paths start at one point: u only acts inside the block.",
+    solver=True,
+    sliders=True,
+)
+loaded, prompt, solver, control = header.loaded, header.prompt, header.solver, header.control
+
+c1, c2, c3, c4 = st.columns([1, 1, 2, 1])
+dims = c1.radio(
+    "Map",
+    (2, 3),
+    format_func=lambda d: f"{d}-D",
+    horizontal=True,
+    key="w_dims",
+    on_change=ui.bind("w_dims", "dims", int),
+)
+n_paths = c2.select_slider("Paths", (3, 5, 9, 17), value=9, key="w_paths")
+pca = ui.pca_map(loaded)
+
+
+def tokens_of(traj) -> list[str]:
+    return ["all tokens (mean)"] + [f"{i}: {t!r}" for i, t in enumerate(traj.token_strings)]
+
+
+family = np.round(np.linspace(-2.0, 2.0, n_paths), 4)
+trajectories = [
+    ui.analysis(
+        loaded,
+        "trajectory",
+        (prompt, float(u), control[1], solver),
+        compute_trajectory,
+        prompt,
+        (float(u), control[1]),
+        solver,
+        n_tau=33,
+        what="the trajectories",
+    )
+    for u in family
+]
+current = ui.analysis(
+    loaded,
+    "trajectory",
+    (prompt, control[0], control[1], solver),
+    compute_trajectory,
+    prompt,
+    control,
+    solver,
+    n_tau=33,
+    what="the trajectory at your u",
+)
+options = tokens_of(current)
+which = c3.selectbox(
+    "Token",
+    range(len(options)),
+    format_func=lambda i: options[i],
+    key="w_token",
+    help="The mean over all tokens (what the map was fitted on), or one token's own path.",
+)
+animate = c4.toggle("Animate", value=True, key="w_animate", help="Adds a ▶ play button that grows the paths along τ.")
+
+
+def points(traj):
+    states = pooled(traj) if which == 0 else traj.states[:, which - 1]
+    return pca.project(states)
+
+
+paths = [ProjectedPath(name="", u=float(u), tau=t.tau, points=points(t)) for u, t in zip(family, trajectories)]
+mine = ProjectedPath(name="your u", u=control[0], tau=current.tau, points=points(current))
+fig = pca_paths_figure(
+    paths,
+    dims=dims,
+    explained_variance=pca.explained_variance_ratio,
+    animate=animate,
+    highlight=[mine],
+    title=f"H(τ) for u from −2 to +2 ({current.solver_label}); black: u = {control[0]:+.2f}",
+)
+if animate:  # play/pause above the plot, the τ slider alone below it
+    fig.layout.updatemenus[0].update(
+        x=1.0, y=1.08, xanchor="right", yanchor="bottom", direction="left", pad=dict(t=0, r=0)
+    )
+    fig.layout.sliders[0].update(x=0.0, len=1.0, pad=dict(t=50, b=10))
+ui.plot(ui.styled(fig, height=660 if dims == 3 else 600), key="paths")
+st.caption(
+    f"Explained variance of the map: "
+    f"{', '.join(f'PC{i + 1} {v:.1%}' for i, v in enumerate(pca.explained_variance_ratio))}. "
+    f"The map was fitted once on mean-token paths of {len(pca.prompts)} reference prompts."
+)
+
+rows = {"u": [], "tau": [], "pc1": [], "pc2": [], "pc3": []}
+for path in paths + [mine]:
+    for t, p in zip(path.tau, path.points):
+        rows["u"].append(float(path.u))
+        rows["tau"].append(float(t))
+        for k in range(3):
+            rows[f"pc{k + 1}"].append(float(p[k]) if k < len(p) else float("nan"))
+ui.download_csv("Download these paths (CSV)", rows, "trajectories.csv", key="csv_paths")
+
+st.subheader("How curved are these paths?")
+curvature = curvature_of(trajectories, [p.points for p in paths])
+top = curvature.most_curved()
+note = straightness_note(loaded.config)
+
+
+def shown(value, pattern):
+    return "n/a" if value is None else pattern.format(value)
+
+
+c1, c2, c3 = st.columns(3)
+c1.metric(
+    "Largest arc / chord − 1",
+    shown(top["arc_to_chord_excess"], "{:.1e}"),
+    help="Arc length Σ|ΔH| over chord |H(1) − H(0)|, in full space (every token's state together); 1 is a "
+    "straight line, so this is how much longer than straight the longest path is. " + note,
+)
+c2.metric(
+    "Largest share ⟂ chord",
+    shown(top["orthogonal_share"], "{:.2%}"),
+    help=f"At u = {shown(top['orthogonal_share_u'], '{:+.2f}')}: the widest the displacement H(τ) − H(0) ever "
+    "turns from the chord, as the share of it orthogonal to the chord (the sine of that angle); 0 is "
+    "straight. " + note,
+)
+c3.metric(
+    "On the map",
+    shown(top["orthogonal_share_map"], "{:.2%}"),
+    help="The same share for the projected paths drawn above (the token chosen there). With a fixed-step "
+    "solver the path between its steps is drawn straight (linear interpolation): pick dopri5 in the "
+    "sidebar to see the continuous path.",
+)
+ui.plot(ui.styled(curvature_figure(curvature), height=380), key="curvature")
+st.caption(note)
+ui.sync_url("trajectories")

@@ -1,0 +1,142 @@
+"""Links, the talk script and presenter mode in a real browser (Debian's chromium, one app server).
+
+- every page opens by its path and by ?page=NAME with no "Page not found" dialog, the very first
+  session after the server starts included (it once ran Streamlit's pages/ emulation);
+- assets/talks/paper-in-8-steps.json stepped through with PageDown (what presentation clickers
+  send) and back with PageUp: each step shows its page and its state, with no exception;
+- presenter mode fits the screen on Steer at 1920x1080 and at 1280x720;
+- a chart's SVG button saves a 1920x1080 SVG, its camera a 1920x1080 PNG.
+
+Screenshots go to test-output/talk/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from browser_lab import ROOT, browser, lab_server, no_traceback, open_page, wait_until_idle
+
+from steering import lab
+from steering import talk_scripts as talks
+
+SHOTS = ROOT / "test-output" / "talk"
+TALK = "paper-in-8-steps"
+TITLES = {
+    "steer": "Steer the flow",
+    "trajectories": "Trajectories through depth",
+    "solvers": "Fixed vs adaptive solvers",
+    "regimes": "Solver regimes",
+    "lens": "Depth lens",
+    "dynamics": "Dynamics of the flow",
+    "training": "Training: hybrid vs discrete",
+    "results": "Results: the paper's experiments on our model",
+}
+FITS = """() => { const main = document.querySelector('[data-testid="stMain"]');
+                  return [document.scrollingElement.scrollHeight, innerHeight,
+                          main.scrollHeight, main.clientHeight]; }"""
+
+
+@pytest.fixture(scope="module")
+def lab_url(tmp_path_factory):
+    root = tmp_path_factory.mktemp("talk-lab")
+    with lab_server(root, SHOTS / "streamlit.log") as url:
+        yield url, root
+
+
+def query(url: str) -> dict[str, str]:
+    return {k: v[-1] for k, v in parse_qs(urlsplit(url).query).items()}
+
+
+def shows(page, title: str, timeout: float = 300.0):
+    """Wait until the page's title is `title` and the app is idle; then no dialog and no exception."""
+    page.wait_for_function(
+        "(t) => { const h = document.querySelector('h1'); return h && h.innerText.trim() === t; }",
+        arg=title,
+        timeout=timeout * 1000,
+    )
+    wait_until_idle(page, timeout=timeout)
+    assert page.locator('[role="dialog"]').count() == 0, page.locator('[role="dialog"]').all_inner_texts()
+    no_traceback(page)
+
+
+def test_every_page_opens_by_path_and_by_page_param(lab_url):
+    url, root = lab_url
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with browser(root / "profile-links") as page:
+        errors = []
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        # first: the server's first session, which used to answer /steer with "Page not found"
+        for path, name in (("/steer", "steer"), ("/regimes", "regimes"), ("/?page=lens", "lens")):
+            open_page(page, url + path)
+            shows(page, TITLES[name])
+            assert urlsplit(page.url).path == f"/{name}"
+            link = page.locator(".st-key-view_link code").text_content()
+            assert link.startswith(f"{url}/{name}?") and query(link) == lab.to_query_params(lab.DEFAULT_STATE)
+        assert not errors, errors
+
+
+def wait_for_step(page, k: int, n: int, timeout: float = 300.0):
+    page.wait_for_function(
+        "(label) => { const bar = document.querySelector('.st-key-talk_bar');"
+        "  return bar && bar.innerText.includes(label); }",
+        arg=f"{k} / {n}",
+        timeout=timeout * 1000,
+    )
+
+
+def test_page_down_steps_through_the_talk_in_presenter_mode(lab_url):
+    url, root = lab_url
+    talk = talks.load_talk(TALK)
+    n = len(talk.steps)
+    with browser(root / "profile-talk", width=1920, height=1080) as page:
+        errors = []
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        open_page(page, f"{url}/?talk={TALK}&step=1&presenter=1")
+        for k, step in enumerate(talk.steps, start=1):
+            wait_for_step(page, k, n)
+            shows(page, TITLES[step.page])
+            assert urlsplit(page.url).path == f"/{step.page}"
+            assert query(page.url) == {"talk": TALK, "step": str(k), "presenter": "1"}
+            assert step.caption in page.locator(".st-key-talk_bar").inner_text()
+            link = page.locator(".st-key-view_link code").text_content()
+            assert query(link) == lab.to_query_params(step.state(presenter=True)), (k, link)
+            if k == 1:
+                presenter_fits_and_charts_save_slides(page)
+            page.screenshot(path=str(SHOTS / f"step-{k}-{step.page}.png"))
+            if k < n:
+                page.keyboard.press("PageDown")
+        page.keyboard.press("PageUp")
+        wait_for_step(page, n - 1, n)
+        shows(page, TITLES[talk.steps[n - 2].page])
+        assert not errors, errors
+
+
+def presenter_fits_and_charts_save_slides(page):
+    """On the Steer step: no scrolling at 1920x1080 nor at 1280x720; the map's PNG and SVG are slides."""
+    scroll, inner, main_scroll, main_height = page.evaluate(FITS)
+    assert scroll <= inner and main_scroll <= main_height + 1, (scroll, inner, main_scroll, main_height)
+    chart = ".st-key-steer_map .js-plotly-plot"
+    options = page.evaluate("(sel) => document.querySelector(sel)._context.toImageButtonOptions", chart)
+    assert options["format"] == "png" and (options["width"], options["height"]) == (1920, 1080)
+    page.hover(chart)
+    page.wait_for_selector(".st-key-steer_map .lab-svg-button", state="attached", timeout=10_000)
+    with page.expect_download(timeout=60_000) as download:
+        page.locator(".st-key-steer_map .lab-svg-button").click()
+    svg = download.value
+    assert svg.suggested_filename == "steering-steer_map.svg"
+    text = open(svg.path(), encoding="utf-8").read()
+    assert text.lstrip().startswith("<svg") and 'width="1920"' in text and 'height="1080"' in text
+    assert page.evaluate("(sel) => document.querySelector(sel)._context.toImageButtonOptions.format", chart) == "png"
+
+    page.set_viewport_size({"width": 1280, "height": 720})
+    deadline = time.perf_counter() + 20
+    while True:  # the chart's box takes the height the smaller screen leaves it
+        scroll, inner, main_scroll, main_height = page.evaluate(FITS)
+        if (scroll <= inner and main_scroll <= main_height + 1) or time.perf_counter() > deadline:
+            break
+        time.sleep(0.2)
+    assert scroll <= inner and main_scroll <= main_height + 1, (scroll, inner, main_scroll, main_height)
+    page.screenshot(path=str(SHOTS / "presenter-1280x720.png"))
+    page.set_viewport_size({"width": 1920, "height": 1080})
