@@ -20,14 +20,15 @@
 
 Uses the shipped checkpoint (or $STEERING_CHECKPOINT / --checkpoint).
 """
+
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
 import sys
-import itertools
 import tempfile
 import time
 import urllib.parse
@@ -37,8 +38,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from browser_lab import (browser, browser_sessions, change_prompt, move_sentiment, open_page,  # noqa: E402
-                         press_sentiment, streamlit_server, wait_for_maps, wait_for_steer_page, wait_until_idle)
+from browser_lab import (  # noqa: E402
+    browser,
+    browser_sessions,
+    change_prompt,
+    move_sentiment,
+    open_page,
+    press_sentiment,
+    streamlit_server,
+    wait_for_maps,
+    wait_for_steer_page,
+    wait_until_idle,
+)
 
 from steering.lab import EXAMPLE_PROMPTS  # noqa: E402
 
@@ -77,17 +88,17 @@ def _session(env: dict, repeats: int, far: bool) -> dict:
                 wait_until_idle(page)
                 steps = []
                 for _ in range(repeats):
-                    steps.append(move_sentiment(page, "ArrowRight"))   # one step: a u not shown before
+                    steps.append(move_sentiment(page, "ArrowRight"))  # one step: a u not shown before
                     wait_until_idle(page, quiet=0.3)
                 out = {"healthy": healthy, "cold": cold, "steps": steps}
                 if far:
-                    change_prompt(page, NEW_PROMPT)                       # an input change: a new range
+                    change_prompt(page, NEW_PROMPT)  # an input change: a new range
                     out["range"] = _wait_for_range(log, NEW_PROMPT)
                     wait_until_idle(page, quiet=0.3)
                     moves = []
                     for k in range(repeats + 1):
                         moved = move_sentiment(page, "End" if k % 2 == 0 else "Home")
-                        if k:                                             # the first move only reaches an end
+                        if k:  # the first move only reaches an end
                             moves.append(moved)
                         wait_until_idle(page, quiet=0.3)
                     out["far"] = moves
@@ -101,7 +112,7 @@ def _four_sessions(env: dict, repeats: int, sessions: int = 4) -> list[float]:
         env = {**env, "STEERING_CACHE": str(tmp / "cache")}
         with streamlit_server(env, tmp / "streamlit.log") as (url, _):
             with browser_sessions(sessions) as pages:
-                for page, prompt in zip(pages, itertools.cycle(EXAMPLE_PROMPTS)):   # each its own range to compute
+                for page, prompt in zip(pages, itertools.cycle(EXAMPLE_PROMPTS)):  # each its own range to compute
                     open_page(page, f"{url}/?{urllib.parse.urlencode({'u': 0, 'prompt': prompt})}")
                 for page in pages:
                     wait_for_steer_page(page)
@@ -123,6 +134,7 @@ def _ms(values) -> list[float]:
 
 def main(argv=None) -> int:
     from steering.checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
     parser.add_argument("--baseline", default=str(DEFAULT_BASELINE))
@@ -137,41 +149,57 @@ def main(argv=None) -> int:
     cold_run = _session({**env, "STEERING_PREFETCH": "0"}, args.repeats, far=False)
     together = _four_sessions(env, args.repeats)
     one = statistics.median(main_run["steps"])
-    result = {"checkpoint": args.checkpoint, "omp_threads": os.environ.get("OMP_NUM_THREADS"),
-              "cpu_count": os.cpu_count(), "server_healthy_s": round(main_run["healthy"], 3),
-              "cold_start_to_first_render_s": round(main_run["cold"], 3),
-              "slider_to_updated_plot_median_ms": round(1000 * one, 1),
-              "slider_to_updated_plot_ms": _ms(main_run["steps"]),
-              "slider_without_prefetch_median_ms": round(1000 * statistics.median(cold_run["steps"]), 1),
-              "slider_without_prefetch_ms": _ms(cold_run["steps"]),
-              "range_after_prompt_change_s": round(main_run["range"]["seconds"], 3),
-              "range_positions": main_run["range"]["keys"],
-              "far_drag_median_ms": round(1000 * statistics.median(main_run["far"]), 1),
-              "far_drag_ms": _ms(main_run["far"]),
-              "four_sessions_step_p50_ms": round(1000 * statistics.median(together), 1),
-              "four_sessions_step_ms": _ms(together),
-              "four_sessions_over_one": round(statistics.median(together) / one, 2),
-              "load_average": os.getloadavg()}
+    result = {
+        "checkpoint": args.checkpoint,
+        "omp_threads": os.environ.get("OMP_NUM_THREADS"),
+        "cpu_count": os.cpu_count(),
+        "server_healthy_s": round(main_run["healthy"], 3),
+        "cold_start_to_first_render_s": round(main_run["cold"], 3),
+        "slider_to_updated_plot_median_ms": round(1000 * one, 1),
+        "slider_to_updated_plot_ms": _ms(main_run["steps"]),
+        "slider_without_prefetch_median_ms": round(1000 * statistics.median(cold_run["steps"]), 1),
+        "slider_without_prefetch_ms": _ms(cold_run["steps"]),
+        "range_after_prompt_change_s": round(main_run["range"]["seconds"], 3),
+        "range_positions": main_run["range"]["keys"],
+        "far_drag_median_ms": round(1000 * statistics.median(main_run["far"]), 1),
+        "far_drag_ms": _ms(main_run["far"]),
+        "four_sessions_step_p50_ms": round(1000 * statistics.median(together), 1),
+        "four_sessions_step_ms": _ms(together),
+        "four_sessions_over_one": round(statistics.median(together) / one, 2),
+        "load_average": os.getloadavg(),
+    }
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"checkpoint: {result['checkpoint']}  (OMP_NUM_THREADS={result['omp_threads']}, "
-              f"{result['cpu_count']} CPUs, load average {result['load_average'][0]:.1f})")
+        print(
+            f"checkpoint: {result['checkpoint']}  (OMP_NUM_THREADS={result['omp_threads']}, "
+            f"{result['cpu_count']} CPUs, load average {result['load_average'][0]:.1f})"
+        )
         print(f"server healthy after:            {result['server_healthy_s']:.2f} s")
         print(f"cold start to first render:      {result['cold_start_to_first_render_s']:.2f} s   (target < 10 s)")
-        print(f"slider step to updated plot:     {result['slider_to_updated_plot_median_ms']:.0f} ms median of "
-              f"{len(main_run['steps'])}   (target <= 100 ms)")
+        print(
+            f"slider step to updated plot:     {result['slider_to_updated_plot_median_ms']:.0f} ms median of "
+            f"{len(main_run['steps'])}   (target <= 100 ms)"
+        )
         print(f"  each: {', '.join(f'{m:.0f}' for m in result['slider_to_updated_plot_ms'])} ms")
-        print(f"the same, work-ahead off:        {result['slider_without_prefetch_median_ms']:.0f} ms median "
-              f"(STEERING_PREFETCH=0: each step computed while waiting)")
+        print(
+            f"the same, work-ahead off:        {result['slider_without_prefetch_median_ms']:.0f} ms median "
+            f"(STEERING_PREFETCH=0: each step computed while waiting)"
+        )
         print(f"  each: {', '.join(f'{m:.0f}' for m in result['slider_without_prefetch_ms'])} ms")
-        print(f"whole range after a new prompt:  {result['range_after_prompt_change_s']:.2f} s for "
-              f"{result['range_positions']} positions   (target <= 3 s)")
-        print(f"far drag (-2 <-> +2):            {result['far_drag_median_ms']:.0f} ms median of "
-              f"{len(main_run['far'])}   (target <= 150 ms)")
+        print(
+            f"whole range after a new prompt:  {result['range_after_prompt_change_s']:.2f} s for "
+            f"{result['range_positions']} positions   (target <= 3 s)"
+        )
+        print(
+            f"far drag (-2 <-> +2):            {result['far_drag_median_ms']:.0f} ms median of "
+            f"{len(main_run['far'])}   (target <= 150 ms)"
+        )
         print(f"  each: {', '.join(f'{m:.0f}' for m in result['far_drag_ms'])} ms")
-        print(f"4 sessions, a step each at once: {result['four_sessions_step_p50_ms']:.0f} ms p50 of "
-              f"{len(together)}, {result['four_sessions_over_one']:.2f}x one session's   (target <= 2x)")
+        print(
+            f"4 sessions, a step each at once: {result['four_sessions_step_p50_ms']:.0f} ms p50 of "
+            f"{len(together)}, {result['four_sessions_over_one']:.2f}x one session's   (target <= 2x)"
+        )
     return 0
 
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Set up (first run only) and run the whole test suite: bash scripts/test.sh [pytest args]
+# Set up (first run only), lint, and run the whole test suite: bash scripts/test.sh [pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh requirements-dev.txt
+# lint and formatting first (rules: pyproject.toml [tool.ruff]); set -e stops the run if either fails
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
 if ! command -v chromium >/dev/null 2>&1; then
   # the browser test drives Debian's chromium (Playwright cannot download its own here)
   (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) \

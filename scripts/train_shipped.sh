@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The shipped pair's CPU recipe (README, model card): bash scripts/train_shipped.sh [OUT]
+# The shipped pair's CPU recipe (docs/model-card.md#the-shipped-recipe): bash scripts/train_shipped.sh [OUT]
 # Trains the tokenizer, then the hybrid and the discrete baseline side by side, one thread each,
 # on the same batches and seed. About 55 minutes on 2 cores (53 in the last run); copy OUT/hybrid and OUT/discrete
 # to assets/ to ship them.
@@ -12,7 +12,7 @@ export OMP_NUM_THREADS=1
 steering() { .venv/bin/python -m steering "$@"; }
 
 steering tokenizer --vocab-size 7168 --out "$OUT/tokenizer.json"
-# recipe: the hybrid (README "The shipped models")
+# recipe: the hybrid (docs/model-card.md#the-shipped-recipe)
 steering train --arch hybrid --preset demo --tokenizer "$OUT/tokenizer.json" --out "$OUT/hybrid" --no-progress \
     --n-pre 1 --n-mid 4 --n-post 1 --field-heads 4 --field-norm entry --alpha-init 1.0 --freeze-alpha \
     --overlap-weight 10 --roughness-relative-to field --roughness-weight 2 \

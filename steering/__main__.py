@@ -1,8 +1,10 @@
 """One command line: python -m steering {train, generate, ...} --help"""
+
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from .checkpoint import DEFAULT_CHECKPOINT, CheckpointError
@@ -15,6 +17,7 @@ def command(name: str, help: str):
     def register(fn):
         COMMANDS[name] = (fn, help)
         return fn
+
     return register
 
 
@@ -33,6 +36,7 @@ def solver_from_args(args) -> SolverConfig:
 @command("train", "train the hybrid or the discrete baseline (works under torchrun)")
 def _train(args):
     from .train import make_config, train, train_config_fields
+
     overrides = {k: getattr(args, k) for k in train_config_fields() if hasattr(args, k)}
     overrides["out"] = args.out or f"runs/{args.arch}"
     out = train(make_config(args.preset, **overrides), progress=not args.no_progress)
@@ -40,51 +44,134 @@ def _train(args):
 
 
 def _train_args(p):
-    p.add_argument("--arch", default="hybrid", choices=["hybrid", "discrete"])
-    p.add_argument("--preset", default="demo", choices=["tiny", "demo"])
-    p.add_argument("--out", default=None, help="output folder (default runs/ARCH)")
-    p.add_argument("--device", default=None, help="auto (CUDA if present), cpu, cuda")
-    p.add_argument("--resume", action="store_true", default=None, help="continue from OUT/resume")
-    p.add_argument("--tokenizer", default=None, help="reuse this tokenizer.json")
-    p.add_argument("--no-progress", action="store_true")
-    for name, typ in [("steps", int), ("stage2_steps", int), ("tokens_per_batch", int), ("stage2_tokens_per_batch", int), ("lr", float),
-                      ("stage2_lr", float), ("warmup", int), ("control_dropout", float), ("rt_fraction", float), ("start_prob", float), ("stage2_start_prob", float), ("stage2_rt_fraction", float),
-                      ("roughness_weight", float), ("stage2_roughness_weight", float), ("overlap_weight", float), ("stage2_overlap_weight", float), ("contrast_weight", float), ("style_contrast_weight", float), ("negative_contrast_weight", float), ("contrast_positive_side", float), ("contrast_early_weight", float), ("contrast_early_span", float), ("contrast_lexicon_weight", float), ("stage2_neutral_share", float), ("positive_kl_weight", float), ("negative_kl_weight", float), ("field_out_lr_scale", float), ("stage2_control_lr_scale", float), ("neighbor_drop", float), ("eval_every", int), ("contrast_u", float), ("save_every_s", float),
-                      ("max_reviews", int), ("seed", int), ("vocab_size", int), ("block_size", int),
-                      ("d_model", int), ("n_heads", int), ("field_hidden", int), ("field_heads", int),
-                      ("n_pre", int), ("n_mid", int), ("n_post", int), ("control_embed_dim", int),
-                      ("alpha_init", float)]:
-        p.add_argument("--" + name.replace("_", "-"), dest=name, type=typ, default=None)
-    p.add_argument("--bf16", dest="bf16", action=argparse.BooleanOptionalAction, default=None,
-                   help="bf16 autocast in the forward pass (fp32 master weights, optimizer and loss)")
-    p.add_argument("--stage2-trains", dest="stage2_trains", choices=["field", "field+post"], default=None)
-    p.add_argument("--roughness-relative-to", dest="roughness_relative_to", choices=["state", "field"], default=None,
-                   help="what the path-roughness penalty is relative to")
-    p.add_argument("--freeze-alpha", dest="train_alpha", action="store_false", default=None,
-                   help="keep α at --alpha-init (the field's weights still train)")
-    p.add_argument("--stage2-roughness-relative-to", dest="stage2_roughness_relative_to", choices=["state", "field"],
-                   default=None, help="stage 2's penalty reference (default: stage 1's)")
-    p.add_argument("--field-norm", dest="field_norm", choices=["layer", "entry"], default=None,
-                   help="what the field normalises H(τ) with: its own statistics, or those of H(0)")
-    p.add_argument("--contrast-scale", dest="contrast_scale", type=float, default=None)
-    p.add_argument("--contrast-axes", dest="contrast_axes", choices=["sentiment", "sentiment+style"], default=None)
-    p.add_argument("--contrast-tokens", dest="contrast_tokens", choices=["all", "word_start", "word_start_sentiment"], default=None,
-                   help="tokens the stage-2 contrast judges u on")
-    p.add_argument("--stage2-neutral-lm", dest="stage2_neutral_lm", action=argparse.BooleanOptionalAction, default=None,
-                   help="stage 2 also fits each window at u = 0")
-    p.add_argument("--stage2-split-control", dest="stage2_split_control", action="store_true", default=None,
-                   help="stage 2 embeds u > 0 and u < 0 with separate weights (each starting as stage 1's)")
+    from .train import TrainConfig
+
+    demo = TrainConfig()
+    p.formatter_class = lambda prog: argparse.HelpFormatter(prog, max_help_position=38)
+    p.usage = "%(prog)s [--arch ARCH] [--preset NAME] [option ...]"
+    p.description = (
+        "Stage 1: language modelling with u (both archs, the same batches). Stage 2 (hybrid only): "
+        "the ODE block and the blocks after it learn to steer. An option left out takes the "
+        "preset's value; (N) is the demo preset's. The recipes: scripts/train_*.sh."
+    )
+
+    def option(group, name, metavar, text, typ=float, **kw):
+        default = getattr(demo, name, None)
+        shown = (
+            ""
+            if default in (None, "") or isinstance(default, bool)
+            else f" ({default:g})"
+            if isinstance(default, float)
+            else f" ({default})"
+        )
+        group.add_argument(
+            "--" + name.replace("_", "-"), dest=name, type=typ, default=None, metavar=metavar, help=text + shown, **kw
+        )
+
+    run = p._optionals  # -h lives in argparse's own group: run control goes beside it
+    run.title = "run control"
+    run.add_argument("--out", default=None, metavar="DIR", help="output folder (runs/ARCH)")
+    run.add_argument("--device", default=None, help="auto (CUDA if present), cpu, cuda")
+    run.add_argument("--resume", action="store_true", default=None, help="continue from OUT/resume")
+    run.add_argument(
+        "--bf16",
+        dest="bf16",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="bf16 autocast forward (fp32 weights)",
+    )
+    option(run, "seed", "N", "initialisation and batches", int)
+    option(run, "eval_every", "N", "held-out loss every N steps", int)
+    option(run, "save_every_s", "S", "resumable state at least every S s")
+    run.add_argument("--no-progress", action="store_true", help="progress lines (ETA) in place of a bar")
+
+    model = p.add_argument_group("model")
+    model.add_argument("--arch", default="hybrid", choices=["hybrid", "discrete"], help="discrete: the baseline")
+    model.add_argument("--preset", default="demo", choices=["tiny", "demo"], help="tiny: a toy model for tests")
+    option(model, "vocab_size", "N", "BPE size, without --tokenizer", int)
+    option(model, "block_size", "N", "context length in tokens", int)
+    option(model, "d_model", "N", "width", int)
+    option(model, "n_heads", "N", "attention heads per block", int)
+    option(model, "n_pre", "N", "blocks before the middle", int)
+    option(model, "n_mid", "N", "blocks the middle stands for", int)
+    option(model, "n_post", "N", "blocks after the middle", int)
+    option(model, "field_heads", "N", "> 0: the field attends (hybrid)", int)
+    option(model, "field_hidden", "N", "the field's MLP width", int)
+    option(model, "field_norm", None, "the field's input norm", str, choices=["layer", "entry"])
+    option(model, "control_embed_dim", "N", "width of the control embedding e(u)", int)
+    option(model, "alpha_init", "A", "α, the field's output scale")
+    model.add_argument(
+        "--freeze-alpha",
+        dest="train_alpha",
+        action="store_false",
+        default=None,
+        help="keep α at --alpha-init in both stages",
+    )
+
+    data = p.add_argument_group("data")
+    data.add_argument("--tokenizer", default=None, metavar="PATH", help="reuse this tokenizer.json")
+    option(data, "max_reviews", "N", "0: every training review", int)
+    option(data, "tokens_per_batch", "N", "stage 1's batch", int)
+    option(data, "rt_fraction", "F", "share of Rotten Tomatoes batches")
+
+    stage1 = p.add_argument_group("stage 1")
+    option(stage1, "steps", "N", "optimiser steps", int)
+    option(stage1, "lr", "LR", "peak lr, cosine down to 0.1x")
+    option(stage1, "warmup", "N", "warm-up steps (stage 2: a quarter)", int)
+
+    stage2 = p.add_argument_group("stage 2 (hybrid)")
+    option(stage2, "stage2_steps", "N", "optimiser steps (0: none)", int)
+    option(stage2, "stage2_lr", "LR", "peak lr")
+    option(stage2, "stage2_tokens_per_batch", "N", "batch, run once per u copy", int)
+
+    penalty = p.add_argument_group("penalties and contrast")
+    option(penalty, "roughness_weight", "W", "α·F changing along the path")
+    penalty.add_argument(
+        "--roughness-relative-to",
+        dest="roughness_relative_to",
+        choices=["state", "field"],
+        default=None,
+        metavar="REF",
+        help="state (demo): over |H(0)|²; field: over |F|²",
+    )
+    option(penalty, "stage2_roughness_weight", "W", "stage 2's (default: stage 1's)")
+    option(
+        penalty,
+        "stage2_roughness_relative_to",
+        "REF",
+        "stage 2's (default: stage 1's)",
+        str,
+        choices=["state", "field"],
+    )
+    option(penalty, "overlap_weight", "W", "the field reading its own writes")
+    option(penalty, "contrast_weight", "W", "sentiment contrast (and style's)")
+    option(penalty, "style_contrast_weight", "W", "style's own (default: sentiment's)")
+    option(penalty, "contrast_positive_side", "S", "gradient scale at sentiment +1")
+    option(penalty, "contrast_u", "U", "|u| of the contrast's copies")
 
 
 @command("generate", "sample steered continuations of a prompt")
 def _generate(args):
     from .checkpoint import load_checkpoint
     from .generate import generate
+
     model, tok, _ = load_checkpoint(args.checkpoint)
-    results = generate(model, tok, args.prompt, args.sentiment, args.style, n=args.n,
-                       max_new_tokens=args.max_new_tokens, seed=args.seed, solver=solver_from_args(args),
-                       **{k: getattr(args, k) for k in ("temperature", "top_k", "top_p", "repetition_penalty",
-                                                        "no_repeat_ngram") if getattr(args, k) is not None})
+    results = generate(
+        model,
+        tok,
+        args.prompt,
+        args.sentiment,
+        args.style,
+        n=args.n,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+        solver=solver_from_args(args),
+        **{
+            k: getattr(args, k)
+            for k in ("temperature", "top_k", "top_p", "repetition_penalty", "no_repeat_ngram")
+            if getattr(args, k) is not None
+        },
+    )
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2))
         return
@@ -115,15 +202,20 @@ def _generate_args(p):
 @command("bench", "efficiency ratios, hybrid vs discrete: latency, FLOPs, KV cache, training memory, NFE sweep")
 def _bench(args):
     from .bench import DEMO_CONFIG, demo_tokenizer, format_report, random_demo_models, run_bench
+
     if args.random_demo:
         hybrid, discrete = random_demo_models(DEMO_CONFIG)
         tok = demo_tokenizer(DEMO_CONFIG["vocab_size"])
         spec, label = {"source": "random", "config": DEMO_CONFIG}, "random demo-size models"
     else:
         from .checkpoint import load_checkpoint
+
         hybrid, tok, _ = load_checkpoint(args.checkpoint)
         discrete, _, _ = load_checkpoint(args.baseline)
-        spec, label = {"source": "checkpoint", "checkpoint": str(args.checkpoint)}, f"{args.checkpoint} vs {args.baseline}"
+        spec, label = (
+            {"source": "checkpoint", "checkpoint": str(args.checkpoint)},
+            f"{args.checkpoint} vs {args.baseline}",
+        )
     if hybrid.config.arch != "hybrid" or discrete.config.arch != "discrete":
         raise ValueError("--checkpoint must hold a hybrid model and --baseline a discrete one")
     report = run_bench(hybrid, discrete, tok, memory_spec=spec, repeats=args.repeats, label=label)
@@ -132,32 +224,44 @@ def _bench(args):
 
 def _bench_args(p):
     from .checkpoint import DEFAULT_BASELINE
+
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid checkpoint")
     p.add_argument("--baseline", default=str(DEFAULT_BASELINE), help="the discrete baseline checkpoint")
     p.add_argument("--repeats", type=_at_least_seven, default=7, help="timed runs of each side (median; at least 7)")
-    p.add_argument("--random-demo", action="store_true",
-                   help="randomly initialised demo-size models instead of checkpoints (latency and memory only)")
+    p.add_argument(
+        "--random-demo",
+        action="store_true",
+        help="randomly initialised demo-size models instead of checkpoints (latency and memory only)",
+    )
 
 
 def _at_least_seven(text: str) -> int:
     value = int(text)
     if value < 7:
-        raise argparse.ArgumentTypeError(f"repeats must be at least 7 (the median of fewer runs is too noisy), got {value}")
+        raise argparse.ArgumentTypeError(
+            f"repeats must be at least 7 (the median of fewer runs is too noisy), got {value}"
+        )
     return value
 
 
 @command("evaluate", "judge steered generations and check both models on the held-out split")
 def _evaluate(args):
     from .evaluate import run
+
     print(run(args.checkpoint, args.baseline, quick=args.quick, as_json=args.json, steer_u=args.steer_u))
 
 
 def _evaluate_args(p):
     from .checkpoint import DEFAULT_BASELINE
+
     p.add_argument("--quick", action="store_true", help="fewer prompts and held-out reviews (for tests)")
-    p.add_argument("--steer-u", type=float, default=None,
-                   help="|u| at which steering is judged (default: the |u| the checkpoint's stage 2 steered at)")
+    p.add_argument(
+        "--steer-u",
+        type=float,
+        default=None,
+        help="|u| at which steering is judged (default: the |u| the checkpoint's stage 2 steered at)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
     p.add_argument("--baseline", default=str(DEFAULT_BASELINE), help="the discrete baseline's folder")
@@ -168,9 +272,11 @@ ARGUMENTS = {"train": _train_args, "generate": _generate_args, "bench": _bench_a
 
 @command("tokenizer", "train the byte-level BPE tokenizer on the training split (both models then share it)")
 def _tokenizer(args):
+    from pathlib import Path
+
     from . import data
     from .tokenizer import train_tokenizer
-    from pathlib import Path
+
     if args.vocab_size < 257:
         raise ValueError(f"--vocab-size must be at least 257 (256 bytes and the start token), got {args.vocab_size}")
     out = Path(args.out)
@@ -190,6 +296,7 @@ ARGUMENTS["tokenizer"] = _tokenizer_args
 @command("bench-train", "training tokens/s, fp32 vs bf16 autocast, hybrid and discrete at the flagship's size")
 def _bench_train(args):
     from .train_bench import format_throughput, measure_training_throughput
+
     result = measure_training_throughput(args.steps, args.rounds, args.threads)
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_throughput(result))
 
@@ -207,6 +314,7 @@ ARGUMENTS["bench-train"] = _bench_train_args
 @command("sampling", "the evaluation's text figures under each candidate sampler (how the defaults were chosen)")
 def _sampling(args):
     from .evaluate import sampling_sweep
+
     report = sampling_sweep(args.checkpoint, n_prompts=args.prompts, steer_u=args.steer_u)
     if args.json:
         print(json.dumps(report, indent=2))
@@ -230,11 +338,13 @@ ARGUMENTS["sampling"] = _sampling_args
 @command("analyze", "trajectories, PCA map, solver divergence, NFE regimes, lens, contraction, convergence, probes")
 def _analyze(args):
     from .analysis.cli import run_analyze
+
     run_analyze(args, solver_from_args(args))
 
 
 def _analyze_args(p):
     from .analysis.cli import add_analyze_args
+
     add_analyze_args(p)
     add_solver_args(p)
 
@@ -242,15 +352,19 @@ def _analyze_args(p):
 ARGUMENTS["analyze"] = _analyze_args
 
 
-@command("experiments", "the paper's experiments on our model and against activation steering: results.json + results.md")
+@command(
+    "experiments", "the paper's experiments on our model and against activation steering: results.json + results.md"
+)
 def _experiments(args):
     from .experiments import run
+
     print(run(args.checkpoint, args.baseline, args.out, quick=args.quick))
 
 
 def _experiments_args(p):
     from .checkpoint import DEFAULT_BASELINE
     from .experiments import DEFAULT_OUT
+
     p.add_argument("--quick", action="store_true", help="small sizes everywhere (for tests; minutes become seconds)")
     p.add_argument("--out", default=str(DEFAULT_OUT), help="folder for results.json and results.md")
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
@@ -260,8 +374,103 @@ def _experiments_args(p):
 ARGUMENTS["experiments"] = _experiments_args
 
 
+@command("export-talk", "one self-contained offline HTML demo: every slider position precomputed, no network")
+def _export_talk(args):
+    from .talk import export_talk
+
+    say = None if args.quiet else (lambda message: print(message, file=sys.stderr, flush=True))
+    report = export_talk(
+        args.out,
+        args.prompt or ["The movie was"],
+        checkpoint=args.checkpoint,
+        seed=args.seed,
+        new_tokens=args.new_tokens,
+        on_progress=say,
+    )
+    print(f"wrote {report.path} ({report.size / 2**20:.1f} MB in {report.seconds:.1f} s)")
+
+
+def _export_talk_args(p):
+    p.add_argument("--out", default="talk.html", help="the HTML file to write")
+    p.add_argument(
+        "--prompt",
+        action="extend",
+        nargs="+",
+        default=None,
+        help="prompt(s) to precompute (repeat or list several; the page gets a selector); default 'The movie was'",
+    )
+    p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed, the same at every control")
+    p.add_argument("--new-tokens", dest="new_tokens", type=int, default=24, help="tokens generated per control")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+ARGUMENTS["export-talk"] = _export_talk_args
+
+
+@command("figures", "the lab's key figures as slides: PNG (1920x1080) and SVG, via plotly's export and Chromium")
+def _figures(args):
+    import time as _time
+    from pathlib import Path
+
+    from .figure_export import Inputs, build_figures, find_browser, parse_names, write_figures
+
+    names = parse_names(args.only)
+    browser = find_browser()  # before minutes of computing, not after
+    say = (
+        (lambda name, s: None)
+        if args.quiet
+        else (lambda name, s: print(f"built {name} in {s:.1f} s", file=sys.stderr, flush=True))
+    )
+    start = _time.perf_counter()
+    inputs = Inputs(
+        checkpoint=Path(args.checkpoint),
+        baseline=Path(args.baseline),
+        results=Path(args.results),
+        prompt=args.prompt,
+        u=args.u,
+    )
+    figures = build_figures(names, inputs, on_built=say)
+    built = _time.perf_counter()
+    paths = write_figures(figures, Path(args.out), browser=browser)
+    print(
+        f"wrote {len(paths)} files ({len(figures)} figures, PNG and SVG) to {args.out} in "
+        f"{_time.perf_counter() - start:.1f} s ({built - start:.1f} s computing, "
+        f"{_time.perf_counter() - built:.1f} s exporting with {browser})"
+    )
+
+
+def _figures_args(p):
+    import argparse as _argparse
+
+    from .checkpoint import DEFAULT_BASELINE
+    from .experiments import DEFAULT_OUT
+    from .figure_export import DEFAULT_PROMPT, DEFAULT_U, FIGURES
+
+    p.formatter_class = _argparse.RawDescriptionHelpFormatter
+    p.description = (
+        "Writes OUT/NAME.png (1920x1080) and OUT/NAME.svg for each figure, at the lab's presenter type "
+        "size.\n\nThe browser plotly's export (Kaleido) drives: $BROWSER_PATH when set, else the first "
+        "of chromium,\nchromium-browser, google-chrome, google-chrome-stable, chrome on PATH (Debian: "
+        "apt-get install chromium).\nNothing is downloaded; with no browser the command stops and says so."
+    )
+    p.add_argument("--out", required=True, help="folder for the PNG and SVG files")
+    p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
+    p.add_argument("--baseline", default=str(DEFAULT_BASELINE), help="the discrete baseline (training curves)")
+    p.add_argument("--results", default=str(DEFAULT_OUT), help="folder of results.json (activation steering)")
+    p.add_argument("--only", default=None, help=f"comma-separated subset of: {', '.join(FIGURES)} (default all)")
+    p.add_argument("--prompt", default=DEFAULT_PROMPT, help="the prompt the model figures use")
+    p.add_argument("--u", type=float, default=DEFAULT_U, help="the sentiment control of the single-u figures")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+ARGUMENTS["figures"] = _figures_args
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m steering", description=__doc__)
+    # `steering` is the console script `pip install -e .` installs; it runs main() below, as -m does
+    installed = bool(sys.argv) and os.path.basename(sys.argv[0]) == "steering"
+    parser = argparse.ArgumentParser(prog="steering" if installed else "python -m steering", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (fn, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text)

@@ -12,11 +12,12 @@ new_caches), so steering.generate.sample_tokens samples from it unchanged, KV ca
 included. Its coefficient may be one number or one per batch row, so a whole c grid is
 sampled in one batch, as the hybrid's u grid is.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -27,12 +28,12 @@ from .tokenizer import bos_id, encode
 
 @dataclass
 class SteeringVector:
-    vector: torch.Tensor        # [d_model]
+    vector: torch.Tensor  # [d_model]
     positive_mean: torch.Tensor  # [d_model]
     negative_mean: torch.Tensor  # [d_model]
     n_positive: int
     n_negative: int
-    residual_norm: float        # mean per-token norm of the residual stream at that point (for scale)
+    residual_norm: float  # mean per-token norm of the residual stream at that point (for scale)
 
     @property
     def norm(self) -> float:
@@ -40,8 +41,9 @@ class SteeringVector:
 
 
 @torch.no_grad()
-def pooled_residuals(model, tok, texts: Sequence[str], max_tokens: int = 64,
-                     batch_size: int = 32) -> tuple[torch.Tensor, float]:
+def pooled_residuals(
+    model, tok, texts: Sequence[str], max_tokens: int = 64, batch_size: int = 32
+) -> tuple[torch.Tensor, float]:
     """Each text's token-mean of model.encode's output [texts, d], and the mean per-token norm."""
     if not texts:
         raise ValueError("need at least one text to average")
@@ -49,19 +51,20 @@ def pooled_residuals(model, tok, texts: Sequence[str], max_tokens: int = 64,
     device = next(model.parameters()).device
     pooled, norm_sum, count = [], 0.0, 0
     for start in range(0, len(texts), batch_size):
-        rows = [([bos_id(tok)] + encode(tok, t))[:limit] for t in texts[start:start + batch_size]]
+        rows = [([bos_id(tok)] + encode(tok, t))[:limit] for t in texts[start : start + batch_size]]
         width = max(len(r) for r in rows)
         ids = torch.tensor([r + [bos_id(tok)] * (width - len(r)) for r in rows], device=device)
         mask = torch.tensor([[1.0] * len(r) + [0.0] * (width - len(r)) for r in rows], device=device)
-        h = model.encode(ids)      # causal: the padding after a text cannot change its states
+        h = model.encode(ids)  # causal: the padding after a text cannot change its states
         pooled.append((h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True))
         norm_sum += float((h.norm(dim=-1) * mask).sum())
         count += int(mask.sum())
     return torch.cat(pooled), norm_sum / count
 
 
-def steering_vector(model, tok, reviews, max_reviews: int = 1000, max_tokens: int = 64,
-                    seed: int = 0) -> SteeringVector:
+def steering_vector(
+    model, tok, reviews, max_reviews: int = 1000, max_tokens: int = 64, seed: int = 0
+) -> SteeringVector:
     """Mean difference of encode's output between positive and negative reviews (label 1 vs 0).
 
     A balanced sample of at most max_reviews // 2 per class, drawn with a fixed seed.
@@ -72,13 +75,21 @@ def steering_vector(model, tok, reviews, max_reviews: int = 1000, max_tokens: in
     if per_class < 1:
         raise ValueError("a steering vector needs at least one positive and one negative review")
     gen = torch.Generator().manual_seed(seed)
-    chosen = {label: [by_label[label][i] for i in torch.randperm(len(by_label[label]), generator=gen)[:per_class]]
-              for label in (0, 1)}
+    chosen = {
+        label: [by_label[label][i] for i in torch.randperm(len(by_label[label]), generator=gen)[:per_class]]
+        for label in (0, 1)
+    }
     positive, norm_pos = pooled_residuals(model, tok, [r.text for r in chosen[1]], max_tokens)
     negative, norm_neg = pooled_residuals(model, tok, [r.text for r in chosen[0]], max_tokens)
     pos_mean, neg_mean = positive.mean(0), negative.mean(0)
-    return SteeringVector(vector=pos_mean - neg_mean, positive_mean=pos_mean, negative_mean=neg_mean,
-                          n_positive=per_class, n_negative=per_class, residual_norm=(norm_pos + norm_neg) / 2)
+    return SteeringVector(
+        vector=pos_mean - neg_mean,
+        positive_mean=pos_mean,
+        negative_mean=neg_mean,
+        n_positive=per_class,
+        n_negative=per_class,
+        residual_norm=(norm_pos + norm_neg) / 2,
+    )
 
 
 class ActivationSteered(nn.Module):
@@ -109,7 +120,7 @@ class ActivationSteered(nn.Module):
         return h + self._shift(h.shape[0])
 
     def middle(self, h0, u=None, solver=None, **kwargs):
-        if solver is None:             # each model keeps its own default
+        if solver is None:  # each model keeps its own default
             return self.model.middle(h0, u, **kwargs)
         return self.model.middle(h0, u, solver, **kwargs)
 
@@ -129,6 +140,7 @@ class ActivationSteered(nn.Module):
 
 # ---------------------------------------------------------------- the comparison: accuracy against fluency
 
+
 def symmetric_grid(limit: float, points: int) -> np.ndarray:
     """points evenly spaced values from -limit to +limit (an odd count, so 0 is on the grid)."""
     if not isinstance(points, (int, np.integer)) or points < 3 or points % 2 == 0:
@@ -142,35 +154,57 @@ def symmetric_grid(limit: float, points: int) -> np.ndarray:
 class SteeringCurve:
     """One method's sweep: per grid value, and per magnitude with +m and -m paired."""
 
-    method: str                     # short id: "hybrid" or "activation"
-    label: str                      # for charts and tables
-    grid: np.ndarray                # [n] u or c values, symmetric about 0
-    positive_clf: np.ndarray        # [n] fraction judged positive by the classifier
-    negative_clf: np.ndarray        # [n] fraction judged negative by the classifier (= 1 - positive)
-    positive_vader: np.ndarray      # [n] fraction VADER calls positive
-    negative_vader: np.ndarray      # [n] fraction VADER calls negative (VADER may call neither)
-    perplexity: np.ndarray          # [n] of the continuations under the unsteered model
-    magnitudes: np.ndarray          # [m] 0 and the positive grid values
-    accuracy_clf: np.ndarray        # [m] mean of the +m point's positive and the -m point's negative fraction
-    accuracy_vader: np.ndarray      # [m]
-    paired_perplexity: np.ndarray   # [m] over both points' continuations (geometric mean of the two)
-    samples: dict                   # grid value -> a few continuations, to read
+    method: str  # short id: "hybrid" or "activation"
+    label: str  # for charts and tables
+    grid: np.ndarray  # [n] u or c values, symmetric about 0
+    positive_clf: np.ndarray  # [n] fraction judged positive by the classifier
+    negative_clf: np.ndarray  # [n] fraction judged negative by the classifier (= 1 - positive)
+    positive_vader: np.ndarray  # [n] fraction VADER calls positive
+    negative_vader: np.ndarray  # [n] fraction VADER calls negative (VADER may call neither)
+    perplexity: np.ndarray  # [n] of the continuations under the unsteered model
+    magnitudes: np.ndarray  # [m] 0 and the positive grid values
+    accuracy_clf: np.ndarray  # [m] mean of the +m point's positive and the -m point's negative fraction
+    accuracy_vader: np.ndarray  # [m]
+    paired_perplexity: np.ndarray  # [m] over both points' continuations (geometric mean of the two)
+    samples: dict  # grid value -> a few continuations, to read
 
     @property
     def unsteered_perplexity(self) -> float:
         return float(self.paired_perplexity[0])
 
     def to_dict(self) -> dict:
-        return {"method": self.method, "label": self.label, "grid": self.grid, "positive_clf": self.positive_clf,
-                "negative_clf": self.negative_clf, "positive_vader": self.positive_vader,
-                "negative_vader": self.negative_vader, "perplexity": self.perplexity, "magnitudes": self.magnitudes,
-                "accuracy_clf": self.accuracy_clf, "accuracy_vader": self.accuracy_vader,
-                "paired_perplexity": self.paired_perplexity, "samples": self.samples}
+        return {
+            "method": self.method,
+            "label": self.label,
+            "grid": self.grid,
+            "positive_clf": self.positive_clf,
+            "negative_clf": self.negative_clf,
+            "positive_vader": self.positive_vader,
+            "negative_vader": self.negative_vader,
+            "perplexity": self.perplexity,
+            "magnitudes": self.magnitudes,
+            "accuracy_clf": self.accuracy_clf,
+            "accuracy_vader": self.accuracy_vader,
+            "paired_perplexity": self.paired_perplexity,
+            "samples": self.samples,
+        }
 
 
-def steering_curve(method: str, label: str, steered_model, unsteered_model, tok, prompts: list[list[int]], grid: np.ndarray,
-                   controls: torch.Tensor, new_tokens: int, sampling, seed: int,
-                   solver, n_samples: int = 2) -> SteeringCurve:
+def steering_curve(
+    method: str,
+    label: str,
+    steered_model,
+    unsteered_model,
+    tok,
+    prompts: list[list[int]],
+    grid: np.ndarray,
+    controls: torch.Tensor,
+    new_tokens: int,
+    sampling,
+    seed: int,
+    solver,
+    n_samples: int = 2,
+) -> SteeringCurve:
     """Sample every grid point for every prompt (one batch per prompt, one seed per prompt), judge, score.
 
     controls: [n, 2] the u passed to the sampler (the hybrid's steering; zeros for the
@@ -184,8 +218,9 @@ def steering_curve(method: str, label: str, steered_model, unsteered_model, tok,
     n = len(grid)
     rows: list[list[torch.Tensor]] = [[] for _ in range(n)]
     for i, ids in enumerate(prompts):
-        new, _ = sample_tokens(steered_model, ids, controls, new_tokens, n=n, sampling=sampling,
-                               seed=seed + i, solver=solver)
+        new, _ = sample_tokens(
+            steered_model, ids, controls, new_tokens, n=n, sampling=sampling, seed=seed + i, solver=solver
+        )
         for j in range(n):
             rows[j].append(new[j])
     fractions = {k: np.zeros(n) for k in ("positive_clf", "negative_clf", "positive_vader", "negative_vader")}
@@ -203,15 +238,35 @@ def steering_curve(method: str, label: str, steered_model, unsteered_model, tok,
         samples[f"{grid[j]:+g}"] = [decode(tok, p[1:]) + " |" + t for p, t in zip(prompts[:n_samples], texts)]
     zero = n // 2
     magnitudes = grid[zero:]
-    accuracy_clf = np.array([(fractions["positive_clf"][zero + k] + fractions["negative_clf"][zero - k]) / 2
-                             for k in range(len(magnitudes))])
-    accuracy_vader = np.array([(fractions["positive_vader"][zero + k] + fractions["negative_vader"][zero - k]) / 2
-                               for k in range(len(magnitudes))])
+    accuracy_clf = np.array(
+        [
+            (fractions["positive_clf"][zero + k] + fractions["negative_clf"][zero - k]) / 2
+            for k in range(len(magnitudes))
+        ]
+    )
+    accuracy_vader = np.array(
+        [
+            (fractions["positive_vader"][zero + k] + fractions["negative_vader"][zero - k]) / 2
+            for k in range(len(magnitudes))
+        ]
+    )
     # both points have the same number of continuation tokens, so their pooled perplexity is the geometric mean
     paired = np.array([math.sqrt(perplexity[zero + k] * perplexity[zero - k]) for k in range(len(magnitudes))])
-    return SteeringCurve(method, label, grid, fractions["positive_clf"], fractions["negative_clf"],
-                         fractions["positive_vader"], fractions["negative_vader"], perplexity, magnitudes,
-                         accuracy_clf, accuracy_vader, paired, samples)
+    return SteeringCurve(
+        method,
+        label,
+        grid,
+        fractions["positive_clf"],
+        fractions["negative_clf"],
+        fractions["positive_vader"],
+        fractions["negative_vader"],
+        perplexity,
+        magnitudes,
+        accuracy_clf,
+        accuracy_vader,
+        paired,
+        samples,
+    )
 
 
 def dominated(point: tuple[float, float], others: list[tuple[float, float]]) -> bool:
@@ -226,6 +281,7 @@ def pareto_verdict(a: SteeringCurve, b: SteeringCurve, judge: str) -> dict:
     'a dominates' when every steered point of b is dominated by some steered point of a
     and none of a's is dominated by b's; 'neither' when the two fronts cross.
     """
+
     def points(curve):
         acc = curve.accuracy_clf if judge == "clf" else curve.accuracy_vader
         return [(float(p), float(x)) for p, x in zip(curve.paired_perplexity[1:], acc[1:])]
@@ -239,8 +295,12 @@ def pareto_verdict(a: SteeringCurve, b: SteeringCurve, judge: str) -> dict:
         winner = b.method
     else:
         winner = "neither"
-    return {"dominates": winner, f"{b.method}_points_dominated": b_beaten, f"{a.method}_points_dominated": a_beaten,
-            "points_per_method": len(pa)}
+    return {
+        "dominates": winner,
+        f"{b.method}_points_dominated": b_beaten,
+        f"{a.method}_points_dominated": a_beaten,
+        "points_per_method": len(pa),
+    }
 
 
 def best_within_fluency_budget(curve: SteeringCurve, judge: str, budget: float) -> float:

@@ -1,5 +1,6 @@
 """Causal self-attention with an optional key/value cache, shared by the transformer
 blocks and the token-mixing vector field."""
+
 from __future__ import annotations
 
 import torch

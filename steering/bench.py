@@ -41,6 +41,7 @@ cancels out as far as it can:
 All latency and memory figures only mean something at the demo size; `--random-demo`
 builds randomly initialised demo-size models so the bench runs without shipped weights.
 """
+
 from __future__ import annotations
 
 import gc
@@ -58,7 +59,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .model import DiscreteTransformer, HybridODETransformer, ModelConfig, build_model
+from .model import DiscreteTransformer, HybridODETransformer, ModelConfig
 from .ode import TRAINING_SOLVER, SolverConfig
 
 DEMO_CONFIG = dict(d_model=256, n_heads=4, vocab_size=4096, block_size=128, field_hidden=512, control_embed_dim=32)
@@ -71,8 +72,13 @@ SWEEP_PROMPT = "The film opens on a quiet street, and for a while nothing much h
 MIN_REPEATS = 7
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-GOALS = {"latency_ratio": ("<=", 0.90), "kv_cache_speedup": (">=", 5.0), "adjoint_mem_ratio_64_4": ("<=", 1.2),
-         "decode_speedup": (">=", 5.0), "decode_tokens_per_s": (">=", 2000.0)}
+GOALS = {
+    "latency_ratio": ("<=", 0.90),
+    "kv_cache_speedup": (">=", 5.0),
+    "adjoint_mem_ratio_64_4": ("<=", 1.2),
+    "decode_speedup": (">=", 5.0),
+    "decode_tokens_per_s": (">=", 2000.0),
+}
 # latency_ratio - flop_ratio: what the hybrid's forward pays beyond its matrix products' share
 LATENCY_OVER_FLOPS_GOAL = 0.03
 PAPER = {"latency_ratio": 0.98}
@@ -80,8 +86,10 @@ PAPER = {"latency_ratio": 0.98}
 
 # ---------------------------------------------------------------- FLOPs
 
-def forward_flops(cfg: ModelConfig, batch: int, tokens: int, field_evals: int = TRAINING_SOLVER.steps,
-                  attention: bool = True) -> int:
+
+def forward_flops(
+    cfg: ModelConfig, batch: int, tokens: int, field_evals: int = TRAINING_SOLVER.steps, attention: bool = True
+) -> int:
     """Matrix-product FLOPs of one forward pass (2 per multiply-add), from the config alone.
 
     field_evals: vector-field evaluations of the ODE block (Euler: one per step); unused
@@ -98,7 +106,7 @@ def forward_flops(cfg: ModelConfig, batch: int, tokens: int, field_evals: int = 
         # the control's share of the first layer is computed once per solve (ode.control_features);
         # τ's share is a scaled vector, no matrix product
         per_eval = 2 * n * (d * cfg.field_hidden + cfg.field_hidden * d)
-        if cfg.field_heads:   # the token-mixing field's attention: qkv and output projections
+        if cfg.field_heads:  # the token-mixing field's attention: qkv and output projections
             per_eval += 2 * n * 4 * d * d + (2 * 2 * batch * tokens * tokens * d if attention else 0)
         per_solve = 2 * batch * (cfg.control_dim * cfg.control_embed_dim + cfg.control_embed_dim * cfg.field_hidden)
         middle = field_evals * per_eval + per_solve
@@ -108,6 +116,7 @@ def forward_flops(cfg: ModelConfig, batch: int, tokens: int, field_evals: int = 
 def counted_forward_flops(model, idx: torch.Tensor, solver: SolverConfig = TRAINING_SOLVER) -> int:
     """FLOPs of one forward pass as torch.utils.flop_counter sees them (on CPU: without attention)."""
     from torch.utils.flop_counter import FlopCounterMode
+
     u = torch.zeros(idx.shape[0], model.config.control_dim)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         model(idx, u, solver)
@@ -121,6 +130,7 @@ def decode_weight_macs(cfg: ModelConfig, solver: SolverConfig = TRAINING_SOLVER)
     weights, and depend on the position. The field evaluates `nfe` times per token (Euler: once a step).
     """
     from .decode import STAGES
+
     d = cfg.d_model
     block = (4 + 2 * cfg.mlp_ratio) * d * d
     if cfg.arch == "discrete":
@@ -132,6 +142,7 @@ def decode_weight_macs(cfg: ModelConfig, solver: SolverConfig = TRAINING_SOLVER)
 
 
 # ---------------------------------------------------------------- latency
+
 
 @dataclass
 class LatencyResult:
@@ -157,8 +168,15 @@ def _time_call(fn) -> float:
     return time.perf_counter() - start
 
 
-def measure_latency(hybrid, discrete, batch: int = LATENCY_BATCH, tokens: int = LATENCY_TOKENS,
-                    repeats: int = MIN_REPEATS, solver: SolverConfig = TRAINING_SOLVER, seed: int = 0) -> LatencyResult:
+def measure_latency(
+    hybrid,
+    discrete,
+    batch: int = LATENCY_BATCH,
+    tokens: int = LATENCY_TOKENS,
+    repeats: int = MIN_REPEATS,
+    solver: SolverConfig = TRAINING_SOLVER,
+    seed: int = 0,
+) -> LatencyResult:
     """No-grad forward time of each model on the same batch, runs alternating, one warm-up each."""
     tokens = min(tokens, hybrid.config.block_size, discrete.config.block_size)
     gen = torch.Generator().manual_seed(seed)
@@ -174,11 +192,18 @@ def measure_latency(hybrid, discrete, batch: int = LATENCY_BATCH, tokens: int = 
     return LatencyResult(runs["hybrid"], runs["discrete"])
 
 
-def measure_fused_latency(hybrid, discrete, batch: int = LATENCY_BATCH, tokens: int = LATENCY_TOKENS,
-                          repeats: int = MIN_REPEATS, solver: SolverConfig = TRAINING_SOLVER,
-                          seed: int = 0) -> LatencyResult:
+def measure_fused_latency(
+    hybrid,
+    discrete,
+    batch: int = LATENCY_BATCH,
+    tokens: int = LATENCY_TOKENS,
+    repeats: int = MIN_REPEATS,
+    solver: SolverConfig = TRAINING_SOLVER,
+    seed: int = 0,
+) -> LatencyResult:
     """As measure_latency, through the decoder's fused forward (steering/decode.py) of every token's logits."""
     from .decode import new_stepper
+
     tokens = min(tokens, hybrid.config.block_size, discrete.config.block_size)
     gen = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, min(hybrid.config.vocab_size, discrete.config.vocab_size), (batch, tokens), generator=gen)
@@ -187,6 +212,7 @@ def measure_fused_latency(hybrid, discrete, batch: int = LATENCY_BATCH, tokens: 
     def forward(model):
         with torch.inference_mode():
             return new_stepper(model, batch, u, solver)(idx, 0, every_token=True)
+
     runs = {"hybrid": [], "discrete": []}
     forward(hybrid), forward(discrete)
     for _ in range(repeats):
@@ -197,13 +223,14 @@ def measure_fused_latency(hybrid, discrete, batch: int = LATENCY_BATCH, tokens: 
 
 # ---------------------------------------------------------------- generation with and without the KV cache
 
+
 @dataclass
 class CacheResult:
     new_tokens: int
     prompt_tokens: int
     cached_s: list[float]
     uncached_s: list[float]
-    same_tokens: bool        # greedy decoding must give the same tokens either way
+    same_tokens: bool  # greedy decoding must give the same tokens either way
 
     @property
     def cached_tokens_per_s(self) -> float:
@@ -218,20 +245,26 @@ class CacheResult:
         return self.cached_tokens_per_s / self.uncached_tokens_per_s
 
 
-def measure_kv_cache(model, context: int = GENERATION_CONTEXT, new_tokens: int = GENERATION_NEW_TOKENS,
-                     repeats: int = MIN_REPEATS, seed: int = 0) -> CacheResult:
+def measure_kv_cache(
+    model,
+    context: int = GENERATION_CONTEXT,
+    new_tokens: int = GENERATION_NEW_TOKENS,
+    repeats: int = MIN_REPEATS,
+    seed: int = 0,
+) -> CacheResult:
     """Greedy generation of `new_tokens` after a prompt that together with them fills `context` tokens."""
     from .generate import GREEDY, sample_tokens
+
     context = min(context, model.config.block_size)
     new_tokens = min(new_tokens, context - 1)
     gen = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, model.config.vocab_size, (context - new_tokens,), generator=gen).tolist()
     u = torch.zeros(1, model.config.control_dim)
 
-    def run(use_cache: bool):   # the general path either way: this figure is about the cache alone
+    def run(use_cache: bool):  # the general path either way: this figure is about the cache alone
         return sample_tokens(model, prompt, u, new_tokens, sampling=GREEDY, use_cache=use_cache, fast=False)[0]
 
-    same = bool(torch.equal(run(True), run(False)))   # also the warm-up
+    same = bool(torch.equal(run(True), run(False)))  # also the warm-up
     cached, uncached = [], []
     for _ in range(repeats):
         cached.append(_time_call(lambda: run(True)))
@@ -241,14 +274,15 @@ def measure_kv_cache(model, context: int = GENERATION_CONTEXT, new_tokens: int =
 
 # ---------------------------------------------------------------- decoding: fast path, general path, floor
 
+
 @dataclass
 class DecodeResult:
     new_tokens: int
     prompt_tokens: int
-    fast_s: dict             # {1: runs, new_tokens: runs}, seconds
+    fast_s: dict  # {1: runs, new_tokens: runs}, seconds
     general_s: dict
-    same_tokens: bool        # greedy: the fast path must give the general path's tokens
-    floor_s: float           # one product with a token's weight multiply-adds, the faster dtype
+    same_tokens: bool  # greedy: the fast path must give the general path's tokens
+    floor_s: float  # one product with a token's weight multiply-adds, the faster dtype
     floor_dtype: str
     floor_macs: int
     floor_s_by_dtype: dict = field(default_factory=dict)
@@ -284,8 +318,9 @@ class DecodeResult:
         return self.new_tokens / statistics.median(runs[self.new_tokens])
 
 
-def measure_matmul_floor(cfg: ModelConfig, solver: SolverConfig = TRAINING_SOLVER, repeats: int = MIN_REPEATS,
-                         inner: int = 20) -> tuple[float, str, int, dict]:
+def measure_matmul_floor(
+    cfg: ModelConfig, solver: SolverConfig = TRAINING_SOLVER, repeats: int = MIN_REPEATS, inner: int = 20
+) -> tuple[float, str, int, dict]:
     """(seconds, dtype, macs, {dtype: seconds}): one [1, d] x [d, macs / d] product, median of `repeats` means of
     `inner` calls, in fp32 and bf16; the faster dtype is the floor."""
     macs = decode_weight_macs(cfg, solver)
@@ -309,10 +344,17 @@ def measure_matmul_floor(cfg: ModelConfig, solver: SolverConfig = TRAINING_SOLVE
     return times[best], best, macs, times
 
 
-def measure_decode(model, context: int = GENERATION_CONTEXT, new_tokens: int = GENERATION_NEW_TOKENS,
-                   repeats: int = MIN_REPEATS, seed: int = 0, threads: int = 1) -> DecodeResult:
+def measure_decode(
+    model,
+    context: int = GENERATION_CONTEXT,
+    new_tokens: int = GENERATION_NEW_TOKENS,
+    repeats: int = MIN_REPEATS,
+    seed: int = 0,
+    threads: int = 1,
+) -> DecodeResult:
     """Greedy decoding at batch 1 on `threads` torch threads: fast path and general path, alternating."""
     from .generate import GREEDY, sample_tokens
+
     context = min(context, model.config.block_size)
     new_tokens = max(1, min(new_tokens, context - 1))
     gen = torch.Generator().manual_seed(seed)
@@ -321,17 +363,18 @@ def measure_decode(model, context: int = GENERATION_CONTEXT, new_tokens: int = G
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
+
         def run(fast: bool, n: int):
             return sample_tokens(model, prompt, u, n, sampling=GREEDY, fast=fast)[0]
 
-        same = bool(torch.equal(run(True, new_tokens), run(False, new_tokens)))   # also the warm-up
+        same = bool(torch.equal(run(True, new_tokens), run(False, new_tokens)))  # also the warm-up
         counts = sorted({1, new_tokens})
         fast = {n: [] for n in counts}
         general = {n: [] for n in counts}
         for _ in range(repeats):
             for n in counts:
-                fast[n].append(_time_call(lambda: run(True, n)))
-                general[n].append(_time_call(lambda: run(False, n)))
+                fast[n].append(_time_call(lambda n=n: run(True, n)))
+                general[n].append(_time_call(lambda n=n: run(False, n)))
         floor_s, floor_dtype, macs, by_dtype = measure_matmul_floor(model.config, repeats=repeats)
     finally:
         torch.set_num_threads(previous_threads)
@@ -340,10 +383,12 @@ def measure_decode(model, context: int = GENERATION_CONTEXT, new_tokens: int = G
 
 # ---------------------------------------------------------------- training-step peak memory
 
-def _memory_ratio(many: "MemoryResult", few: "MemoryResult") -> float:
+
+def _memory_ratio(many: MemoryResult, few: MemoryResult) -> float:
     if few.growth_bytes <= 0:
-        raise RuntimeError(f"the memory probe saw no growth for {few.steps} steps ({few.method}); "
-                           "run the bench on a quieter machine")
+        raise RuntimeError(
+            f"the memory probe saw no growth for {few.steps} steps ({few.method}); run the bench on a quieter machine"
+        )
     return many.growth_bytes / few.growth_bytes
 
 
@@ -351,9 +396,9 @@ def _memory_ratio(many: "MemoryResult", few: "MemoryResult") -> float:
 class MemoryResult:
     steps: int
     adjoint: bool
-    growth_bytes: int        # peak RSS during the step minus RSS just before it
+    growth_bytes: int  # peak RSS during the step minus RSS just before it
     baseline_bytes: int
-    method: str              # "VmHWM after clear_refs" or "ru_maxrss"
+    method: str  # "VmHWM after clear_refs" or "ru_maxrss"
     step_s: float
 
     @property
@@ -385,7 +430,8 @@ def _reset_peak_rss() -> bool:
 
 def _maxrss_bytes() -> int:
     import resource
-    scale = 1 if sys.platform == "darwin" else 1024   # bytes on macOS, kilobytes on Linux
+
+    scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, kilobytes on Linux
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
@@ -393,6 +439,7 @@ def _load_models(spec: dict):
     if spec["source"] == "random":
         return random_demo_models(spec.get("config", DEMO_CONFIG), seed=spec.get("seed", 0))
     from .checkpoint import load_checkpoint
+
     hybrid, _, _ = load_checkpoint(spec["checkpoint"])
     return hybrid, None
 
@@ -426,37 +473,59 @@ def memory_probe(spec: dict) -> dict:
     training_step(model, x, y, u, solver)
     elapsed = time.perf_counter() - start
     peak = _hwm_bytes() if resettable else _maxrss_bytes()
-    return {"steps": spec["steps"], "adjoint": spec["adjoint"], "growth_bytes": max(peak - baseline, 0),
-            "baseline_bytes": baseline, "method": "VmHWM after clear_refs" if resettable else "ru_maxrss",
-            "step_s": elapsed, "peak_moved": peak > before_peak}
+    return {
+        "steps": spec["steps"],
+        "adjoint": spec["adjoint"],
+        "growth_bytes": max(peak - baseline, 0),
+        "baseline_bytes": baseline,
+        "method": "VmHWM after clear_refs" if resettable else "ru_maxrss",
+        "step_s": elapsed,
+        "peak_moved": peak > before_peak,
+    }
 
 
-def measure_training_memory(spec: dict, steps: int, adjoint: bool, batch: int = MEMORY_BATCH,
-                            tokens: int = MEMORY_TOKENS, timeout_s: float = 300) -> MemoryResult:
+def measure_training_memory(
+    spec: dict,
+    steps: int,
+    adjoint: bool,
+    batch: int = MEMORY_BATCH,
+    tokens: int = MEMORY_TOKENS,
+    timeout_s: float = 300,
+) -> MemoryResult:
     """Peak memory growth of one hybrid training step, measured in a fresh subprocess (see the module doc)."""
     probe = {**spec, "steps": steps, "adjoint": adjoint, "batch": batch, "tokens": tokens}
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    code = "import json, sys; from steering.bench import memory_probe; print(json.dumps(memory_probe(json.loads(sys.argv[1]))))"
-    done = subprocess.run([sys.executable, "-c", code, json.dumps(probe)], capture_output=True, text=True,
-                          env=env, timeout=timeout_s)
+    env = {
+        **os.environ,
+        "MALLOC_MMAP_THRESHOLD_": "65536",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    code = (
+        "import json, sys; from steering.bench import memory_probe; "
+        "print(json.dumps(memory_probe(json.loads(sys.argv[1]))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(probe)], capture_output=True, text=True, env=env, timeout=timeout_s
+    )
     if done.returncode != 0:
         raise RuntimeError(f"memory probe ({steps} steps, adjoint={adjoint}) failed:\n{done.stderr[-2000:]}")
     out = json.loads(done.stdout.strip().splitlines()[-1])
     if not out.pop("peak_moved"):
-        raise RuntimeError(f"memory probe ({steps} steps, adjoint={adjoint}): the step never raised the peak RSS, "
-                           "so its growth cannot be told apart from the load; use a larger batch")
+        raise RuntimeError(
+            f"memory probe ({steps} steps, adjoint={adjoint}): the step never raised the peak RSS, "
+            "so its growth cannot be told apart from the load; use a larger batch"
+        )
     return MemoryResult(**out)
 
 
 # ---------------------------------------------------------------- the 41-point NFE sweep
+
 
 @dataclass
 class SweepResult:
     seconds: float
     points: int
     total_nfe: int
-    method: str              # "nfe_regimes" or "direct dopri5 solves"
+    method: str  # "nfe_regimes" or "direct dopri5 solves"
 
 
 def measure_regimes_sweep(model, tok=None, points: int = SWEEP_POINTS) -> SweepResult:
@@ -472,8 +541,9 @@ def measure_regimes_sweep(model, tok=None, points: int = SWEEP_POINTS) -> SweepR
         solvers = ", ".join(result.nfe)
         return SweepResult(float(result.seconds), points, total, f"nfe_regimes ({solvers}, as the regimes view)")
     gen = torch.Generator().manual_seed(0)
-    idx = torch.randint(0, model.config.vocab_size, (1, min(SWEEP_PROMPT_TOKENS, model.config.block_size)),
-                        generator=gen)
+    idx = torch.randint(
+        0, model.config.vocab_size, (1, min(SWEEP_PROMPT_TOKENS, model.config.block_size)), generator=gen
+    )
     total = 0
     start = time.perf_counter()
     with torch.no_grad():
@@ -484,6 +554,7 @@ def measure_regimes_sweep(model, tok=None, points: int = SWEEP_POINTS) -> SweepR
 
 
 # ---------------------------------------------------------------- models
+
 
 def random_demo_models(config: dict = DEMO_CONFIG, seed: int = 0):
     """Randomly initialised demo-size hybrid and discrete models (eval mode).
@@ -505,10 +576,12 @@ def random_demo_models(config: dict = DEMO_CONFIG, seed: int = 0):
 def demo_tokenizer(vocab_size: int):
     from . import data
     from .tokenizer import train_tokenizer
+
     return train_tokenizer([r.text for r in data.train_reviews()[::8]], vocab_size)
 
 
 # ---------------------------------------------------------------- the whole bench
+
 
 @dataclass
 class BenchReport:
@@ -534,11 +607,19 @@ def _mem_raw(result: MemoryResult) -> dict:
     return {"growth_mb": result.growth_mb, "baseline_mb": result.baseline_bytes / 2**20, "step_s": result.step_s}
 
 
-def run_bench(hybrid, discrete, tok=None, *, memory_spec: dict, repeats: int = MIN_REPEATS,
-              latency_shape: tuple[int, int] = (LATENCY_BATCH, LATENCY_TOKENS),
-              memory_shape: tuple[int, int] = (MEMORY_BATCH, MEMORY_TOKENS),
-              generation: tuple[int, int] = (GENERATION_CONTEXT, GENERATION_NEW_TOKENS),
-              memory_steps: tuple[int, int] = (4, 64), label: str = "") -> BenchReport:
+def run_bench(
+    hybrid,
+    discrete,
+    tok=None,
+    *,
+    memory_spec: dict,
+    repeats: int = MIN_REPEATS,
+    latency_shape: tuple[int, int] = (LATENCY_BATCH, LATENCY_TOKENS),
+    memory_shape: tuple[int, int] = (MEMORY_BATCH, MEMORY_TOKENS),
+    generation: tuple[int, int] = (GENERATION_CONTEXT, GENERATION_NEW_TOKENS),
+    memory_steps: tuple[int, int] = (4, 64),
+    label: str = "",
+) -> BenchReport:
     """All measurements; `memory_spec` tells the memory subprocesses how to rebuild the hybrid."""
     if repeats < 1:
         raise ValueError(f"repeats must be a positive integer, got {repeats}")
@@ -558,8 +639,11 @@ def run_bench(hybrid, discrete, tok=None, *, memory_spec: dict, repeats: int = M
     cache = measure_kv_cache(hybrid, *generation, repeats=repeats)
     decode = measure_decode(hybrid, *generation, repeats=repeats)
     few, many = memory_steps
-    memory = {(steps, adjoint): measure_training_memory(memory_spec, steps, adjoint, *memory_shape)
-              for adjoint in (True, False) for steps in (few, many)}
+    memory = {
+        (steps, adjoint): measure_training_memory(memory_spec, steps, adjoint, *memory_shape)
+        for adjoint in (True, False)
+        for steps in (few, many)
+    }
     sweep = measure_regimes_sweep(hybrid, tok)
     raw = {
         "label": label,
@@ -575,7 +659,7 @@ def run_bench(hybrid, discrete, tok=None, *, memory_spec: dict, repeats: int = M
         "hybrid_gflops": flops_h / 1e9,
         "discrete_gflops": flops_d / 1e9,
         "flop_ratio_without_attention": forward_flops(hybrid.config, batch, tokens, nfe, attention=False)
-                                        / forward_flops(discrete.config, batch, tokens, attention=False),
+        / forward_flops(discrete.config, batch, tokens, attention=False),
         "hybrid_gflops_counted": counted_h / 1e9,
         "discrete_gflops_counted": counted_d / 1e9,
         "flop_ratio_counted": counted_h / counted_d,
@@ -603,8 +687,10 @@ def run_bench(hybrid, discrete, tok=None, *, memory_spec: dict, repeats: int = M
         "memory_method": memory[(few, True)].method,
         "memory_shape": [memory_shape[0], min(memory_shape[1], hybrid.config.block_size)],
         "memory_steps": [few, many],
-        **{f"{'adjoint' if adjoint else 'direct'}_{steps}_steps": _mem_raw(result)
-           for (steps, adjoint), result in memory.items()},
+        **{
+            f"{'adjoint' if adjoint else 'direct'}_{steps}_steps": _mem_raw(result)
+            for (steps, adjoint), result in memory.items()
+        },
         "regimes_sweep_points": sweep.points,
         "regimes_sweep_nfe": sweep.total_nfe,
         "regimes_sweep_method": sweep.method,
@@ -637,34 +723,72 @@ def format_report(report: BenchReport) -> str:
 
     lines = [f"bench {r['label']} ({r['torch_threads']} thread(s), median of {r['repeats']}, {r['bench_s']:.0f} s)"]
     rows = [
-        ("latency_ratio", f"{r['latency_ratio']:.3f}x", f"hybrid {r['hybrid_forward_ms']:.1f} ms / discrete "
-         f"{r['discrete_forward_ms']:.1f} ms, batch {r['latency_shape'][0]} x {r['latency_shape'][1]}, "
-         f"{r['latency_solver']}; paper {PAPER['latency_ratio']}x"),
-        ("flop_ratio", f"{r['flop_ratio']:.3f}x", f"{r['hybrid_gflops']:.2f} / {r['discrete_gflops']:.2f} GFLOP "
-         f"(analytic; FlopCounterMode without attention: {r['flop_ratio_counted']:.3f}x)"),
-        ("latency - flop ratio", f"{r['latency_minus_flop_ratio']:+.3f}",
-         f"goal <= {LATENCY_OVER_FLOPS_GOAL:+g}: "
-         f"{'met' if r['latency_minus_flop_ratio'] <= LATENCY_OVER_FLOPS_GOAL else 'MISSED'}",
-         f"fused inference forward: {r['latency_ratio_fused']:.3f}x ({r['hybrid_forward_fused_ms']:.1f} / "
-         f"{r['discrete_forward_fused_ms']:.1f} ms)"),
-        ("kv_cache_speedup", f"{r['kv_cache_speedup']:.1f}x", f"{r['cached_tokens_per_s']:.0f} vs "
-         f"{r['uncached_tokens_per_s']:.0f} tokens/s, {r['kv_cache_new_tokens']} new after "
-         f"{r['kv_cache_prompt_tokens']} prompt tokens"),
-        ("decode_tokens_per_s", f"{r['decode_tokens_per_s']:.0f}", f"fast path, {r['decode_ms_per_token']:.3f} ms a "
-         f"token (batch 1, 1 thread, greedy, {r['decode_new_tokens']} new after {r['decode_prompt_tokens']}; "
-         f"same tokens as the general path: {r['decode_same_tokens']})"),
-        ("decode_speedup", f"{r['decode_speedup']:.1f}x", f"general path {r['decode_tokens_per_s_general']:.0f} "
-         f"tokens/s ({r['decode_ms_per_token_general']:.3f} ms a token)"),
-        ("decode_ms_per_token_floor", f"{r['decode_ms_per_token_floor']:.3f}", f"one {r['decode_floor_dtype']} product "
-         f"of {r['decode_weight_macs'] / 1e6:.2f} M multiply-adds; fast path at {r['decode_over_floor']:.1f}x the floor"),
+        (
+            "latency_ratio",
+            f"{r['latency_ratio']:.3f}x",
+            f"hybrid {r['hybrid_forward_ms']:.1f} ms / discrete "
+            f"{r['discrete_forward_ms']:.1f} ms, batch {r['latency_shape'][0]} x {r['latency_shape'][1]}, "
+            f"{r['latency_solver']}; paper {PAPER['latency_ratio']}x",
+        ),
+        (
+            "flop_ratio",
+            f"{r['flop_ratio']:.3f}x",
+            f"{r['hybrid_gflops']:.2f} / {r['discrete_gflops']:.2f} GFLOP "
+            f"(analytic; FlopCounterMode without attention: {r['flop_ratio_counted']:.3f}x)",
+        ),
+        (
+            "latency - flop ratio",
+            f"{r['latency_minus_flop_ratio']:+.3f}",
+            f"goal <= {LATENCY_OVER_FLOPS_GOAL:+g}: "
+            f"{'met' if r['latency_minus_flop_ratio'] <= LATENCY_OVER_FLOPS_GOAL else 'MISSED'}",
+            f"fused inference forward: {r['latency_ratio_fused']:.3f}x ({r['hybrid_forward_fused_ms']:.1f} / "
+            f"{r['discrete_forward_fused_ms']:.1f} ms)",
+        ),
+        (
+            "kv_cache_speedup",
+            f"{r['kv_cache_speedup']:.1f}x",
+            f"{r['cached_tokens_per_s']:.0f} vs "
+            f"{r['uncached_tokens_per_s']:.0f} tokens/s, {r['kv_cache_new_tokens']} new after "
+            f"{r['kv_cache_prompt_tokens']} prompt tokens",
+        ),
+        (
+            "decode_tokens_per_s",
+            f"{r['decode_tokens_per_s']:.0f}",
+            f"fast path, {r['decode_ms_per_token']:.3f} ms a "
+            f"token (batch 1, 1 thread, greedy, {r['decode_new_tokens']} new after {r['decode_prompt_tokens']}; "
+            f"same tokens as the general path: {r['decode_same_tokens']})",
+        ),
+        (
+            "decode_speedup",
+            f"{r['decode_speedup']:.1f}x",
+            f"general path {r['decode_tokens_per_s_general']:.0f} "
+            f"tokens/s ({r['decode_ms_per_token_general']:.3f} ms a token)",
+        ),
+        (
+            "decode_ms_per_token_floor",
+            f"{r['decode_ms_per_token_floor']:.3f}",
+            f"one {r['decode_floor_dtype']} product "
+            f"of {r['decode_weight_macs'] / 1e6:.2f} M multiply-adds; "
+            f"fast path at {r['decode_over_floor']:.1f}x the floor",
+        ),
     ]
     few, many = r["memory_steps"]
     for kind in ("adjoint", "direct"):
         a, b = r[f"{kind}_{many}_steps"], r[f"{kind}_{few}_steps"]
-        rows.append((f"{kind}_mem_ratio_64_4", f"{r[f'{kind}_mem_ratio_64_4']:.2f}x",
-                     f"{a['growth_mb']:.1f} MB at {many} steps / {b['growth_mb']:.1f} MB at {few}"))
-    rows.append(("regimes_sweep_s", f"{r['regimes_sweep_s']:.2f} s",
-                 f"{r['regimes_sweep_points']} points, {r['regimes_sweep_nfe']} NFE ({r['regimes_sweep_method']})"))
+        rows.append(
+            (
+                f"{kind}_mem_ratio_64_4",
+                f"{r[f'{kind}_mem_ratio_64_4']:.2f}x",
+                f"{a['growth_mb']:.1f} MB at {many} steps / {b['growth_mb']:.1f} MB at {few}",
+            )
+        )
+    rows.append(
+        (
+            "regimes_sweep_s",
+            f"{r['regimes_sweep_s']:.2f} s",
+            f"{r['regimes_sweep_points']} points, {r['regimes_sweep_nfe']} NFE ({r['regimes_sweep_method']})",
+        )
+    )
     for row in rows:
         key, value, detail = row[0], row[1], row[-1]
         verdict = row[2] if len(row) == 4 else goal(key)
@@ -678,7 +802,18 @@ def report_value(report: BenchReport, key: str) -> float:
 
 
 def all_finite(report: BenchReport) -> bool:
-    return all(math.isfinite(report_value(report, k)) for k in
-               ("latency_ratio", "flop_ratio", "kv_cache_speedup", "adjoint_mem_ratio_64_4",
-                "direct_mem_ratio_64_4", "regimes_sweep_s", "decode_tokens_per_s", "decode_tokens_per_s_general",
-                "decode_speedup", "decode_ms_per_token_floor"))
+    return all(
+        math.isfinite(report_value(report, k))
+        for k in (
+            "latency_ratio",
+            "flop_ratio",
+            "kv_cache_speedup",
+            "adjoint_mem_ratio_64_4",
+            "direct_mem_ratio_64_4",
+            "regimes_sweep_s",
+            "decode_tokens_per_s",
+            "decode_tokens_per_s_general",
+            "decode_speedup",
+            "decode_ms_per_token_floor",
+        )
+    )

@@ -1,4 +1,5 @@
 """Checkpoints as plain files: weights in safetensors, config in JSON. Nothing is unpickled."""
+
 from __future__ import annotations
 
 import json
@@ -23,12 +24,15 @@ class CheckpointError(RuntimeError):
     """A checkpoint folder is missing, incomplete or corrupt; the message names the file."""
 
 
-def save_checkpoint(model, out_dir: str | Path, tokenizer=None, meta: dict | None = None,
-                    dtype: torch.dtype = torch.float16) -> Path:
+def save_checkpoint(
+    model, out_dir: str | Path, tokenizer=None, meta: dict | None = None, dtype: torch.dtype = torch.float16
+) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().to("cpu", dtype if v.is_floating_point() else v.dtype).contiguous()
-             for k, v in model.state_dict().items()}
+    state = {
+        k: v.detach().to("cpu", dtype if v.is_floating_point() else v.dtype).contiguous()
+        for k, v in model.state_dict().items()
+    }
     save_file(state, str(out / WEIGHTS))
     (out / CONFIG).write_text(json.dumps({"model": model.config.to_dict(), "meta": meta or {}}, indent=2))
     if tokenizer is not None:
@@ -50,9 +54,18 @@ def load_checkpoint(ckpt_dir: str | Path = DEFAULT_CHECKPOINT, device: str = "cp
     """(model in eval mode, float32; tokenizer; full config dict)."""
     ckpt = Path(ckpt_dir)
     if not ckpt.is_dir():
-        raise CheckpointError(f"checkpoint folder not found: {ckpt}. Train one with "
-                              f"`python -m steering train --arch hybrid --out {ckpt}`.")
+        raise CheckpointError(
+            f"checkpoint folder not found: {ckpt}. Train one with "
+            f"`python -m steering train --arch hybrid --out {ckpt}`."
+        )
     config = read_config(ckpt)
+    train_options = (config.get("meta") or {}).get("train")
+    if isinstance(train_options, dict):
+        # an older run's options load too; one warning names any that no longer exist and mattered
+        # (imported here, not at the top: train imports this module)
+        from .train import train_config_from_dict
+
+        train_config_from_dict(train_options, source=str(ckpt / CONFIG))
     try:
         model = build_model(ModelConfig.from_dict(config["model"]))
     except (KeyError, TypeError, ValueError) as err:

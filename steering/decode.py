@@ -35,6 +35,7 @@ tracked"); a static-shape version would recompile at every position or attend ov
 context behind masks, and compiling on two cores competes with a < 10 s cold start. So: eager ops,
 fewer of them.
 """
+
 from __future__ import annotations
 
 import weakref
@@ -56,6 +57,7 @@ def can_decode_fast(model, solver: SolverConfig) -> bool:
     Only the two model classes themselves: a wrapper (activation steering adds a vector to
     encode's output) changes the computation the packed weights would skip."""
     from .model import DiscreteTransformer, HybridODETransformer
+
     if type(model) not in (DiscreteTransformer, HybridODETransformer):
         return False
     if getattr(model.config, "arch", None) == "discrete":
@@ -71,15 +73,15 @@ def _t(w: torch.Tensor) -> torch.Tensor:
 @dataclass
 class _Attention:
     heads: int
-    qkv_t: torch.Tensor      # [d, 3d]
-    qkv_b: torch.Tensor      # [3d]
-    proj_t: torch.Tensor     # [d, d]
-    proj_b: torch.Tensor     # [d]
+    qkv_t: torch.Tensor  # [d, 3d]
+    qkv_b: torch.Tensor  # [3d]
+    proj_t: torch.Tensor  # [d, d]
+    proj_b: torch.Tensor  # [d]
 
 
 @dataclass
 class _Block:
-    ln1: tuple               # (weight, bias, eps)
+    ln1: tuple  # (weight, bias, eps)
     attn: _Attention
     ln2: tuple
     fc_t: torch.Tensor
@@ -106,21 +108,29 @@ def _ln(norm) -> tuple:
 
 
 def _pack_block(block) -> _Block:
-    return _Block(_ln(block.ln1), _pack_attention(block.attn), _ln(block.ln2), _t(block.fc.weight),
-                  block.fc.bias.detach(), _t(block.proj.weight), block.proj.bias.detach())
+    return _Block(
+        _ln(block.ln1),
+        _pack_attention(block.attn),
+        _ln(block.ln2),
+        _t(block.fc.weight),
+        block.fc.bias.detach(),
+        _t(block.proj.weight),
+        block.proj.bias.detach(),
+    )
 
 
 @dataclass
 class _Field:
     """The controlled vector field with its norm folded into one input product and its outputs into another."""
+
     norm_mode: str
     eps: float
     hidden: int
-    heads: int                # 0: a per-token field
-    in_t: torch.Tensor        # [d, hidden (+ 3d)]: gain-scaled state columns of fc_in (| gain-scaled qkv)
-    in_const: torch.Tensor    # [hidden (+ 3d)]: the norm bias through those maps (+ qkv bias)
-    w_tau: torch.Tensor       # [hidden]: fc_in's τ column
-    out_w: torch.Tensor       # [hidden (+ d) + 1, d]: fc_out^T (| proj^T), then their summed bias
+    heads: int  # 0: a per-token field
+    in_t: torch.Tensor  # [d, hidden (+ 3d)]: gain-scaled state columns of fc_in (| gain-scaled qkv)
+    in_const: torch.Tensor  # [hidden (+ 3d)]: the norm bias through those maps (+ qkv bias)
+    w_tau: torch.Tensor  # [hidden]: fc_in's τ column
+    out_w: torch.Tensor  # [hidden (+ d) + 1, d]: fc_out^T (| proj^T), then their summed bias
     alpha: torch.Tensor
 
 
@@ -139,9 +149,17 @@ def _pack_field(field) -> _Field:
         consts.append(qkv_w @ b + qkv_b)
         outs.append(field.mix.proj.weight.detach().t())
         out_bias = out_bias + field.mix.proj.bias.detach()
-    return _Field(field.norm_mode, field.norm.eps, field.fc_in.out_features, heads,
-                  torch.cat(reads).t().contiguous(), torch.cat(consts), w[:, -1].clone(),
-                  torch.cat(outs + [out_bias[None]]).contiguous(), field.alpha.detach().clone())
+    return _Field(
+        field.norm_mode,
+        field.norm.eps,
+        field.fc_in.out_features,
+        heads,
+        torch.cat(reads).t().contiguous(),
+        torch.cat(consts),
+        w[:, -1].clone(),
+        torch.cat(outs + [out_bias[None]]).contiguous(),
+        field.alpha.detach().clone(),
+    )
 
 
 class Packed:
@@ -168,7 +186,7 @@ class Packed:
         return self._out_scaled[scale]
 
 
-_PACKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _signature(model) -> tuple:
@@ -207,10 +225,11 @@ def _attend(qkv: torch.Tensor, kv: _KV, rows: int, tokens: int, start: int) -> t
     h, dh = kv.heads, kv.dh
     d = h * dh
     end = start + tokens
-    if tokens == 1:   # the hot path: narrow/select rather than indexing, a few µs less per attention
+    if tokens == 1:  # the hot path: narrow/select rather than indexing, a few µs less per attention
         kv.buf.select(2, start).copy_(qkv.narrow(1, d, 2 * d).view(rows, h, 2, dh))
-        y = F.scaled_dot_product_attention(qkv.narrow(1, 0, d).view(rows, h, 1, dh), kv.keys.narrow(2, 0, end),
-                                           kv.values.narrow(2, 0, end))
+        y = F.scaled_dot_product_attention(
+            qkv.narrow(1, 0, d).view(rows, h, 1, dh), kv.keys.narrow(2, 0, end), kv.values.narrow(2, 0, end)
+        )
         return y.view(rows, d)
     kv.buf[:, :, start:end] = qkv[:, d:].view(rows, tokens, h, 2, dh).transpose(1, 2)
     q = qkv[:, :d].view(rows, tokens, h, dh).transpose(1, 2)
@@ -230,10 +249,11 @@ def _block(x: torch.Tensor, blk: _Block, kv: _KV, rows: int, tokens: int, start:
 @dataclass
 class _Solve:
     """Per generation: the field's constants for these rows' controls at each evaluation."""
+
     method: str
     dt: float
-    biases: list[torch.Tensor]   # per evaluation: [rows, hidden (+ 3d)]
-    out_w: torch.Tensor          # output weights times α (times dt for Euler)
+    biases: list[torch.Tensor]  # per evaluation: [rows, hidden (+ 3d)]
+    out_w: torch.Tensor  # output weights times α (times dt for Euler)
 
 
 @lru_cache(maxsize=64)
@@ -244,23 +264,25 @@ def _stage_taus(method: str, steps: int) -> tuple[torch.Tensor, ...]:
         dt = 1.0 / steps
         return tuple(torch.tensor(k * dt) for k in range(steps))
     from torchdiffeq import odeint
+
     taus = []
 
     def record(t, y):
         taus.append(t.detach().clone())
         return torch.zeros_like(y)
+
     odeint(record, torch.zeros(1), torch.tensor([0.0, 1.0]), method=method, options={"step_size": 1.0 / steps})
     return tuple(taus)
 
 
 def _plan_solve(p: Packed, model, u: torch.Tensor, solver: SolverConfig) -> _Solve:
     f = p.field
-    features = model.field.control_features(u.to(f.in_t.dtype))[:, 0]   # [rows, hidden], with fc_in's bias
+    features = model.field.control_features(u.to(f.in_t.dtype))[:, 0]  # [rows, hidden], with fc_in's bias
     taus = _stage_taus(solver.method, solver.steps)
     biases = []
     for tau in taus:
-        mlp = f.in_const[:f.hidden] + features + tau.to(f.w_tau.dtype) * f.w_tau
-        biases.append(torch.cat([mlp, f.in_const[f.hidden:].expand(mlp.shape[0], -1)], 1) if f.heads else mlp)
+        mlp = f.in_const[: f.hidden] + features + tau.to(f.w_tau.dtype) * f.w_tau
+        biases.append(torch.cat([mlp, f.in_const[f.hidden :].expand(mlp.shape[0], -1)], 1) if f.heads else mlp)
     dt = 1.0 / solver.steps
     return _Solve(solver.method, dt, biases, p.field_out(dt if solver.method == "euler" else 1.0))
 
@@ -279,8 +301,7 @@ class _Step:
         if p.field is not None:
             self.solve = _plan_solve(p, model, u, solver)
             f = p.field
-            self.field_kv = ([_KV(rows, f.heads, p.d, context, like) for _ in self.solve.biases]
-                             if f.heads else [])
+            self.field_kv = [_KV(rows, f.heads, p.d, context, like) for _ in self.solve.biases] if f.heads else []
             self.nfe = len(self.solve.biases)
         else:
             self.nfe = len(p.mid)
@@ -294,11 +315,24 @@ class _Step:
             f = self.p.field
             buf = self.p.wte.new_empty(n, f.out_w.shape[0])
             buf[:, -1] = 1.0
-            bufs = self._buf[n] = (buf, buf.narrow(1, 0, f.hidden), buf.narrow(1, f.hidden, buf.shape[1] - 1 - f.hidden))
+            bufs = self._buf[n] = (
+                buf,
+                buf.narrow(1, 0, f.hidden),
+                buf.narrow(1, f.hidden, buf.shape[1] - 1 - f.hidden),
+            )
         return bufs
 
-    def _field(self, h: torch.Tensor, k: int, out_w: torch.Tensor, rows_bias: torch.Tensor, stats,
-               tokens: int, start: int, onto: torch.Tensor | None) -> torch.Tensor:
+    def _field(
+        self,
+        h: torch.Tensor,
+        k: int,
+        out_w: torch.Tensor,
+        rows_bias: torch.Tensor,
+        stats,
+        tokens: int,
+        start: int,
+        onto: torch.Tensor | None,
+    ) -> torch.Tensor:
         """α·F (times the folded step) at evaluation k; added onto `onto` when given (the Euler update)."""
         f = self.p.field
         if f.norm_mode == "entry":
@@ -309,8 +343,9 @@ class _Step:
         buf, activated, attended = self._cat_buffer(h.shape[0])
         torch._C._nn.softplus(z.narrow(1, 0, f.hidden), 1, 20, out=activated)
         if f.heads:
-            attended.copy_(_attend(z.narrow(1, f.hidden, z.shape[1] - f.hidden), self.field_kv[k], self.rows,
-                                   tokens, start))
+            attended.copy_(
+                _attend(z.narrow(1, f.hidden, z.shape[1] - f.hidden), self.field_kv[k], self.rows, tokens, start)
+            )
         if onto is None:
             return torch.mm(buf, out_w)
         return onto.addmm_(buf, out_w)
@@ -330,14 +365,15 @@ class _Step:
 
         def fk(k, state):
             return self._field(state, k, s.out_w, biases[k], stats, tokens, start, None)
+
         dt = s.dt
         h, k = h0, 0
         per = STAGES[s.method]
         for _ in range(len(biases) // per):
-            if s.method == "midpoint":   # torchdiffeq's midpoint step
+            if s.method == "midpoint":  # torchdiffeq's midpoint step
                 f0 = fk(k, h)
                 dy = dt * fk(k + 1, h + f0 * (0.5 * dt))
-            else:                        # torchdiffeq's rk4 (the 3/8 rule)
+            else:  # torchdiffeq's rk4 (the 3/8 rule)
                 k1 = fk(k, h)
                 k2 = fk(k + 1, h + dt * k1 * (1 / 3))
                 k3 = fk(k + 2, h + dt * (k2 - k1 * (1 / 3)))
@@ -356,7 +392,7 @@ class _Step:
         if tokens == 1:
             x = x.add_(p.wpe[start])
         else:
-            x = x.view(rows, tokens, -1).add_(p.wpe[start:start + tokens]).view(rows * tokens, -1)
+            x = x.view(rows, tokens, -1).add_(p.wpe[start : start + tokens]).view(rows * tokens, -1)
         for blk, kv in zip(p.pre, self.pre_kv):
             x = _block(x, blk, kv, rows, tokens, start)
         if p.field is not None:
@@ -381,9 +417,20 @@ def new_stepper(model, rows: int, u: torch.Tensor | None, solver: SolverConfig) 
 
 
 @torch.inference_mode()
-def fast_sample_tokens(model, ids: list[int], u: torch.Tensor, max_new_tokens: int, *, n: int = 1,
-                       sampling=None, seed: int = 0, solver: SolverConfig, gens: list | None = None,
-                       cancelled=None, on_prompt=None) -> tuple[torch.Tensor, int]:
+def fast_sample_tokens(
+    model,
+    ids: list[int],
+    u: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    n: int = 1,
+    sampling=None,
+    seed: int = 0,
+    solver: SolverConfig,
+    gens: list | None = None,
+    cancelled=None,
+    on_prompt=None,
+) -> tuple[torch.Tensor, int]:
     """generate.sample_tokens' result (new token ids [n, max_new_tokens], total NFE) on the fast path.
 
     u [n or 1, c]. With `gens` (one torch.Generator per row) each row draws from its own
@@ -392,14 +439,16 @@ def fast_sample_tokens(model, ids: list[int], u: torch.Tensor, max_new_tokens: i
     stops with generate.Cancelled. on_prompt(logits [n, vocab]) sees the prompt's last logits.
     """
     from .generate import Cancelled, next_tokens
+
     if not ids or len(ids) + max_new_tokens - 1 > model.config.block_size:
-        raise ValueError(f"sequence of {len(ids) + max_new_tokens - 1} tokens exceeds the context of "
-                         f"{model.config.block_size}")
+        raise ValueError(
+            f"sequence of {len(ids) + max_new_tokens - 1} tokens exceeds the context of {model.config.block_size}"
+        )
     device = model.wte.weight.device
     u = torch.as_tensor(u, dtype=torch.float32, device=device).reshape(-1, model.config.control_dim).expand(n, -1)
     step = new_stepper(model, n, u, solver)
     history = torch.empty(n, len(ids) + max_new_tokens, dtype=torch.long, device=device)
-    history[:, :len(ids)] = torch.tensor(ids, dtype=torch.long, device=device)
+    history[:, : len(ids)] = torch.tensor(ids, dtype=torch.long, device=device)
     gen = torch.Generator(device="cpu").manual_seed(seed) if gens is None else None
     length = len(ids)
     logits = step(history[:, :length], 0)
@@ -409,12 +458,13 @@ def fast_sample_tokens(model, ids: list[int], u: torch.Tensor, max_new_tokens: i
         if gens is None:
             nxt = next_tokens(logits, history[:, :length], sampling, gen)
         else:
-            nxt = torch.cat([next_tokens(logits[r:r + 1], history[r:r + 1, :length], sampling, g)
-                             for r, g in enumerate(gens)])
-        history[:, length:length + 1] = nxt
+            nxt = torch.cat(
+                [next_tokens(logits[r : r + 1], history[r : r + 1, :length], sampling, g) for r, g in enumerate(gens)]
+            )
+        history[:, length : length + 1] = nxt
         length += 1
         if i + 1 < max_new_tokens:
             if cancelled is not None and cancelled():
                 raise Cancelled()
             logits = step(nxt, length - 1)
-    return history[:, len(ids):].clone(), step.nfe * max_new_tokens
+    return history[:, len(ids) :].clone(), step.nfe * max_new_tokens

@@ -18,12 +18,12 @@ Bits per byte: the first ~BPB_CHARS characters (cut at a space) of BPB_REVIEWS h
   with different tokenizers compare.
 Judges and their decision rules: steering/judge.py.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,66 +32,79 @@ import torch
 from . import data
 from .analysis.middle import relative_update
 from .checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
-from .generate import DEFAULT_SAMPLING, Sampling, sample_tokens
+from .generate import Sampling
 from .judge import WORD, judge_sentiment, judge_style, sentiment_judge, training_words
-from .ode import TRAINING_SOLVER, SolverConfig
+from .measures import (  # noqa: F401  (the names callers have always found here are re-exported)
+    BPB_CHARS,
+    BPB_REVIEWS,
+    FIXED_SOLVER,
+    FULL,
+    NEW_TOKENS,
+    PROBE_CONTROLS,
+    PROBE_PROMPT,
+    PROBE_PROMPT_VARIANTS,
+    PROBE_WORDS,
+    PROMPT_TOKENS,
+    QUICK,
+    REFERENCE_SOLVER,
+    SEED,
+    SETTINGS,
+    EvalSize,
+    PromptGenerations,
+    continuation_perplexity,
+    generate_for_prompts,
+    heldout_prompts,
+    perplexity_by_side,
+    probe_controls,
+    probe_over_prompts,
+    probe_shares,
+    solver_divergence,
+    steering_settings,
+    word_probabilities,
+)
+from .ode import TRAINING_SOLVER
 from .tokenizer import bos_id, decode, encode
 from .train import evaluate_loss, heldout_batch
 
-PROMPT_TOKENS = 8
-NEW_TOKENS = 40
-SEED = 1234
-BPB_CHARS = 300
-BPB_REVIEWS = 100      # per (label, source)
-PROBE_PROMPT = "The movie was"
-PROBE_WORDS = {"good": " good", "bad": " bad"}
-
-
-def probe_controls(steer_u: float = 1.0) -> dict[str, float]:
-    """The probe's sentiments, labelled as they print: {"+s": s, "0": 0, "-s": -s}."""
-    return {f"{steer_u:+g}": steer_u, "0": 0.0, f"{-steer_u:+g}": -steer_u}
-
-
-PROBE_CONTROLS = probe_controls(1.0)
-# the probe's prompt and nine of its kind: how much the one-prompt figure owes to its exact wording
-PROBE_PROMPT_VARIANTS = (PROBE_PROMPT, "The film was", "This movie is", "This film is", "The acting was",
-                         "The plot was", "The story was", "Overall, the movie was", "I thought the film was",
-                         "The ending was")
-REFERENCE_SOLVER = SolverConfig("dopri5", rtol=1e-6, atol=1e-6, max_steps=10_000)
-FIXED_SOLVER = SolverConfig("euler", steps=4)
-
-
-def steering_settings(steer_u: float = 1.0) -> dict[str, tuple[float, float]]:
-    """The five controls the evaluation generates under: each side of each axis at ±steer_u, and u = 0."""
-    return {"positive": (steer_u, 0.0), "negative": (-steer_u, 0.0), "neutral": (0.0, 0.0),
-            "rotten_tomatoes": (0.0, -steer_u), "imdb": (0.0, steer_u)}
-
-
-SETTINGS = steering_settings(1.0)
-
-
-@dataclass(frozen=True)
-class EvalSize:
-    prompts: int
-    val_reviews: int      # held-out reviews for the losses and the block displacement
-    bpb_reviews: int      # held-out openings per (label, source) for bits per byte
-
-
-FULL = EvalSize(prompts=50, val_reviews=200, bpb_reviews=BPB_REVIEWS)
-QUICK = EvalSize(prompts=8, val_reviews=32, bpb_reviews=8)
-
-KEYS = ("val_loss_hybrid", "val_loss_discrete", "bits_per_byte_hybrid", "bits_per_byte_discrete",
-        "bits_per_byte_hybrid_imdb", "val_loss_own_control", "val_loss_u0", "steer_u", "alpha_initial", "alpha_final", "exploding_steps",
-        "vanishing_steps", "judge_heldout_acc", "steer_pos_clf", "steer_neg_clf", "steer_pos_vader",
-        "steer_neg_vader", "steer_neutral_pos_clf", "probe_good_pos", "probe_bad_neg", "probe_raw",
-        "solver_divergence", "style_rt_acc", "style_imdb_acc", "ode_relative_displacement",
-        "discrete_mid_relative_update", "valid_word_rate", "repeated_trigram_rate", "ppl_ratio_steered")
+KEYS = (
+    "val_loss_hybrid",
+    "val_loss_discrete",
+    "bits_per_byte_hybrid",
+    "bits_per_byte_discrete",
+    "bits_per_byte_hybrid_imdb",
+    "val_loss_own_control",
+    "val_loss_u0",
+    "steer_u",
+    "alpha_initial",
+    "alpha_final",
+    "exploding_steps",
+    "vanishing_steps",
+    "judge_heldout_acc",
+    "steer_pos_clf",
+    "steer_neg_clf",
+    "steer_pos_vader",
+    "steer_neg_vader",
+    "steer_neutral_pos_clf",
+    "probe_good_pos",
+    "probe_bad_neg",
+    "probe_raw",
+    "solver_divergence",
+    "style_rt_acc",
+    "style_imdb_acc",
+    "ode_relative_displacement",
+    "discrete_mid_relative_update",
+    "valid_word_rate",
+    "repeated_trigram_rate",
+    "ppl_ratio_steered",
+)
 
 # The bars of the issue's "done when" list, shown beside the figures (they never change a figure).
 TARGETS = {
     "val_loss_hybrid": ("<= 1.02 x val_loss_discrete", lambda r: r["val_loss_hybrid"] <= 1.02 * r["val_loss_discrete"]),
-    "bits_per_byte_hybrid": ("<= 1.68 and <= 1.02 x discrete",
-                             lambda r: r["bits_per_byte_hybrid"] <= min(1.68, 1.02 * r["bits_per_byte_discrete"])),
+    "bits_per_byte_hybrid": (
+        "<= 1.68 and <= 1.02 x discrete",
+        lambda r: r["bits_per_byte_hybrid"] <= min(1.68, 1.02 * r["bits_per_byte_discrete"]),
+    ),
     "bits_per_byte_hybrid_imdb": ("<= 1.68", lambda r: r["bits_per_byte_hybrid_imdb"] <= 1.68),
     "val_loss_own_control": ("< val_loss_u0", lambda r: r["val_loss_own_control"] < r["val_loss_u0"]),
     "steer_u": ("in [1, 2]", lambda r: 1.0 <= r["steer_u"] <= 2.0),
@@ -106,61 +119,17 @@ TARGETS = {
     "solver_divergence": ("<= 0.001", lambda r: r["solver_divergence"] <= 0.001),
     "style_rt_acc": (">= 0.9", lambda r: r["style_rt_acc"] >= 0.9),
     "style_imdb_acc": (">= 0.9", lambda r: r["style_imdb_acc"] >= 0.9),
-    "ode_relative_displacement": (">= 0.5 x discrete_mid_relative_update",
-                                  lambda r: r["ode_relative_displacement"] >= 0.5 * r["discrete_mid_relative_update"]),
+    "ode_relative_displacement": (
+        ">= 0.5 x discrete_mid_relative_update",
+        lambda r: r["ode_relative_displacement"] >= 0.5 * r["discrete_mid_relative_update"],
+    ),
     "valid_word_rate": (">= 0.985", lambda r: r["valid_word_rate"] >= 0.985),
     "repeated_trigram_rate": ("<= 0.02", lambda r: r["repeated_trigram_rate"] <= 0.02),
     "ppl_ratio_steered": ("<= 1.5", lambda r: r["ppl_ratio_steered"] <= 1.5),
 }
 
 
-# ---------------------------------------------------------------- prompts and generations
-
-def heldout_prompts(tok, n: int, prompt_tokens: int = PROMPT_TOKENS) -> list[list[int]]:
-    """BOS + the first prompt_tokens tokens of n held-out reviews, round-robin over (label, source)."""
-    if n < 1:
-        raise ValueError(f"need at least one prompt, got {n}")
-    groups: dict = {}
-    for r in data.heldout_reviews():
-        groups.setdefault((r.label, r.source), []).append(r)
-    queues = [iter(groups[key]) for key in sorted(groups)]
-    prompts, bos = [], bos_id(tok)
-    while len(prompts) < n and queues:
-        for queue in list(queues):
-            review = next(queue, None)
-            if review is None:
-                queues.remove(queue)
-                continue
-            ids = encode(tok, review.text)
-            if len(ids) >= prompt_tokens:
-                prompts.append([bos] + ids[:prompt_tokens])
-            if len(prompts) == n:
-                break
-    return prompts
-
-
-@dataclass
-class PromptGenerations:
-    prompts: list[list[int]]
-    tokens: dict[str, torch.Tensor]       # setting -> new token ids [prompts, NEW_TOKENS]
-    continuations: dict[str, list[str]]   # setting -> decoded new tokens
-    settings: dict[str, tuple[float, float]] = None   # setting -> its control (sentiment, style)
-
-
-def generate_for_prompts(model, tok, prompts: list[list[int]], settings: dict = SETTINGS,
-                         seed: int = SEED, sampling: Sampling = DEFAULT_SAMPLING) -> PromptGenerations:
-    """One sample per prompt and setting; all settings of a prompt share one batch and seed."""
-    names = list(settings)
-    u = torch.tensor([settings[k] for k in names], dtype=torch.float32)
-    rows = {k: [] for k in names}
-    for i, ids in enumerate(prompts):
-        new, _ = sample_tokens(model, ids, u, NEW_TOKENS, n=len(names), sampling=sampling,
-                               seed=seed + i, solver=TRAINING_SOLVER)
-        for j, k in enumerate(names):
-            rows[k].append(new[j])
-    tokens = {k: torch.stack(v) for k, v in rows.items()}
-    continuations = {k: [decode(tok, row.tolist()) for row in v] for k, v in tokens.items()}
-    return PromptGenerations(prompts, tokens, continuations, dict(settings))
+# ---------------------------------------------------------------- text figures and bits per byte
 
 
 def generated_words(tok, prompt: list[int], new: list[int]) -> list[str]:
@@ -173,8 +142,12 @@ def generated_words(tok, prompt: list[int], new: list[int]) -> list[str]:
 
 
 def valid_word_rate(tok, gens: PromptGenerations, vocabulary: frozenset[str]) -> float:
-    words = [w for k in gens.tokens for prompt, new in zip(gens.prompts, gens.tokens[k].tolist())
-             for w in generated_words(tok, prompt, new)]
+    words = [
+        w
+        for k in gens.tokens
+        for prompt, new in zip(gens.prompts, gens.tokens[k].tolist())
+        for w in generated_words(tok, prompt, new)
+    ]
     return sum(w in vocabulary for w in words) / len(words) if words else 0.0
 
 
@@ -191,15 +164,19 @@ def repeated_trigram_rate(texts: list[str]) -> float:
     return repeated / total if total else 0.0
 
 
-def heldout_openings(n_per_group: int = BPB_REVIEWS, chars: int = BPB_CHARS,
-                     sources: tuple[str, ...] = data.SOURCES) -> list[str]:
+def heldout_openings(
+    n_per_group: int = BPB_REVIEWS, chars: int = BPB_CHARS, sources: tuple[str, ...] = data.SOURCES
+) -> list[str]:
     """The first ~chars characters, cut at a space, of the first n held-out reviews per (label, source)."""
     groups: dict = {}
     for r in data.heldout_reviews():
         if r.source in sources:
             groups.setdefault((r.label, r.source), []).append(r.text)
-    cut = [text if len(text) <= chars else text[:chars].rsplit(" ", 1)[0]
-           for key in sorted(groups) for text in groups[key][:n_per_group]]
+    cut = [
+        text if len(text) <= chars else text[:chars].rsplit(" ", 1)[0]
+        for key in sorted(groups)
+        for text in groups[key][:n_per_group]
+    ]
     return [text for text in cut if text]
 
 
@@ -213,110 +190,20 @@ def bits_per_byte(model, tok, texts: list[str], u=None, batch: int = 16) -> floa
     rows = []
     for text in texts:
         ids = [bos_id(tok)] + encode(tok, text)
-        rows += [ids[i:i + span + 1] for i in range(0, max(1, len(ids) - 1), span)]
+        rows += [ids[i : i + span + 1] for i in range(0, max(1, len(ids) - 1), span)]
     nats = 0.0
     for i in range(0, len(rows), batch):
-        chunk = rows[i:i + batch]
+        chunk = rows[i : i + batch]
         width = max(map(len, chunk)) - 1
         x = torch.zeros(len(chunk), width, dtype=torch.long)
         y = torch.full((len(chunk), width), -1, dtype=torch.long)
         for r, ids in enumerate(chunk):
-            x[r, :len(ids) - 1], y[r, :len(ids) - 1] = torch.tensor(ids[:-1]), torch.tensor(ids[1:])
+            x[r, : len(ids) - 1], y[r, : len(ids) - 1] = torch.tensor(ids[:-1]), torch.tensor(ids[1:])
         logits, _ = model(x, u)
-        nats += float(torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), y, ignore_index=-1,
-                                                        reduction="sum"))
+        nats += float(
+            torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), y, ignore_index=-1, reduction="sum")
+        )
     return nats / math.log(2) / sum(len(text.encode("utf-8")) for text in texts)
-
-
-@torch.no_grad()
-def continuation_perplexity(model, prompts: list[list[int]], new_tokens: torch.Tensor, u=None) -> float:
-    """exp(mean NLL) of the new tokens given their prompts, under the model at control u (0 if None)."""
-    total, count = 0.0, 0
-    for prompt, new in zip(prompts, new_tokens.tolist()):
-        seq = torch.tensor([prompt + new])
-        logits, _ = model(seq[:, :-1], u)
-        logp = logits[0, len(prompt) - 1:].log_softmax(-1)
-        total -= float(logp.gather(-1, seq[0, len(prompt):, None]).sum())
-        count += len(new)
-    return math.exp(total / count)
-
-
-def perplexity_by_side(model, prompts: list[list[int]], gens: PromptGenerations) -> dict[str, dict[str, float]]:
-    """The fluency cost of each steered side: its generations' perplexity under the model at u = 0
-    and under their own control, each over the u = 0 generations' perplexity under u = 0.
-
-    The evaluation's ppl_ratio_steered pools both sides (the geometric mean of the two "at_zero"
-    ratios, as every generation has the same length); the "own_control" ratio says how much of a
-    side's cost is its text being unusual even to the control that wrote it.
-    """
-    neutral = continuation_perplexity(model, prompts, gens.tokens["neutral"])
-    return {side: {"at_zero": continuation_perplexity(model, prompts, gens.tokens[side]) / neutral,
-                   "own_control": continuation_perplexity(model, prompts, gens.tokens[side],
-                                                          torch.tensor([gens.settings[side]])) / neutral}
-            for side in ("positive", "negative")}
-
-
-# ---------------------------------------------------------------- probes and solver checks
-
-@torch.no_grad()
-def word_probabilities(model, tok, prompt: str = PROBE_PROMPT, words: dict = PROBE_WORDS,
-                       controls: dict = PROBE_CONTROLS) -> dict[str, dict[str, float]]:
-    """P(word | prompt) at sentiment s (style 0), for each control label and word.
-
-    A word may be several BPE tokens; its probability is that of the whole token sequence
-    (chain rule), which equals the next-token probability when the word is one token.
-    """
-    prompt_ids = [bos_id(tok)] + encode(tok, prompt)
-    out = {}
-    for label, sentiment in controls.items():
-        u = torch.tensor([[sentiment, 0.0]])
-        out[label] = {}
-        for name, word in words.items():
-            word_ids = encode(tok, word)
-            seq = torch.tensor([prompt_ids + word_ids])
-            logits, _ = model(seq[:, :-1], u)
-            logp = logits[0, len(prompt_ids) - 1:].log_softmax(-1)
-            out[label][name] = math.exp(float(logp.gather(-1, torch.tensor(word_ids)[:, None]).sum()))
-    return out
-
-
-def probe_shares(raw: dict[str, dict[str, float]]) -> tuple[float, float]:
-    """good / (good + bad) at the most positive control and bad / (good + bad) at the most
-    negative one, from word_probabilities' output."""
-    positive, negative = raw[max(raw, key=float)], raw[min(raw, key=float)]
-    return (positive["good"] / (positive["good"] + positive["bad"]),
-            negative["bad"] / (negative["good"] + negative["bad"]))
-
-
-def probe_over_prompts(model, tok, prompts=PROBE_PROMPT_VARIANTS, steer_u: float = 1.0) -> dict:
-    """The evaluation's good/bad probe on each prompt, with the mean and the worst over them."""
-    rows = []
-    for prompt in prompts:
-        good_pos, bad_neg = probe_shares(word_probabilities(model, tok, prompt, controls=probe_controls(steer_u)))
-        rows.append({"prompt": prompt, "good_pos": good_pos, "bad_neg": bad_neg})
-    summary = {}
-    for key in ("good_pos", "bad_neg"):
-        values = [row[key] for row in rows]
-        summary[f"{key}_mean"], summary[f"{key}_min"] = sum(values) / len(values), min(values)
-    return {"prompts": rows, **summary}
-
-
-@torch.no_grad()
-def solver_divergence(model, prompts: list[list[int]], sentiments=(-1.0, 0.0, 1.0)) -> float:
-    """Mean over prompts and sentiments of ||H_euler4(1) - H_dopri5(1)|| / ||H_dopri5(1)||.
-
-    Each prompt is its own initial value problem (dopri5's step control sees only it);
-    the norm is over all of the prompt's tokens and features.
-    """
-    ratios = []
-    for ids in prompts:
-        h0 = model.encode(torch.tensor([ids]))
-        for s in sentiments:
-            u = torch.tensor([[s, 0.0]])
-            fixed = model.middle(h0, u, FIXED_SOLVER).final
-            reference = model.middle(h0, u, REFERENCE_SOLVER).final
-            ratios.append(float((fixed - reference).norm() / reference.norm()))
-    return float(np.mean(ratios))
 
 
 @torch.no_grad()
@@ -324,7 +211,7 @@ def middle_relative_update(model, inputs: torch.Tensor, targets: torch.Tensor, b
     """Mean over real tokens of ||H_out - H_in|| / ||H_in|| across the middle (ODE block at u = 0)."""
     ratios = []
     for i in range(0, len(inputs), batch):
-        x, real = inputs[i:i + batch], targets[i:i + batch] >= 0
+        x, real = inputs[i : i + batch], targets[i : i + batch] >= 0
         h0 = model.encode(x)
         states = model.middle(h0, None, TRAINING_SOLVER).states
         ratios.append(relative_update(states[0], states[-1])[real])
@@ -333,6 +220,7 @@ def middle_relative_update(model, inputs: torch.Tensor, targets: torch.Tensor, b
 
 # ---------------------------------------------------------------- training logs
 
+
 def log_summary(hybrid_dir, baseline_dir, model_config: dict, model) -> dict:
     """α and the exploding/vanishing-gradient counts from both models' logs, both stages."""
     hybrid_log, baseline_log = read_log(hybrid_dir), read_log(baseline_dir)
@@ -340,12 +228,16 @@ def log_summary(hybrid_dir, baseline_dir, model_config: dict, model) -> dict:
     alpha_initial = model_config.get("alpha_init", alphas[0] if alphas else None)
     alpha_final = alphas[-1] if alphas else float(model.field.alpha)
     records = hybrid_log + baseline_log
-    return {"alpha_initial": float(alpha_initial), "alpha_final": float(alpha_final),
-            "exploding_steps": sum(bool(r.get("exploding")) for r in records),
-            "vanishing_steps": sum(bool(r.get("vanishing")) for r in records)}
+    return {
+        "alpha_initial": float(alpha_initial),
+        "alpha_final": float(alpha_final),
+        "exploding_steps": sum(bool(r.get("exploding")) for r in records),
+        "vanishing_steps": sum(bool(r.get("vanishing")) for r in records),
+    }
 
 
 # ---------------------------------------------------------------- the whole evaluation
+
 
 def _same_tokenizer(a, b) -> bool:
     return a.get_vocab() == b.get_vocab()
@@ -360,8 +252,12 @@ def trained_steer_u(config: dict) -> float:
     return float(config.get("meta", {}).get("train", {}).get("contrast_u", 1.0))
 
 
-def evaluate(checkpoint: str | Path = DEFAULT_CHECKPOINT, baseline: str | Path = DEFAULT_BASELINE,
-             quick: bool = False, steer_u: float | None = None) -> dict:
+def evaluate(
+    checkpoint: str | Path = DEFAULT_CHECKPOINT,
+    baseline: str | Path = DEFAULT_BASELINE,
+    quick: bool = False,
+    steer_u: float | None = None,
+) -> dict:
     """Every figure of the issue's evaluation, as a dict with exactly KEYS.
 
     val_loss_hybrid is the hybrid at u = 0 (its unconditioned mode, as control dropout
@@ -375,8 +271,10 @@ def evaluate(checkpoint: str | Path = DEFAULT_CHECKPOINT, baseline: str | Path =
     if hybrid.config.arch != "hybrid":
         raise ValueError(f"{checkpoint} holds a {hybrid.config.arch} model; --checkpoint must be the hybrid")
     if not _same_tokenizer(tok, baseline_tok):
-        raise ValueError(f"{checkpoint} and {baseline} use different tokenizers, so their losses are not "
-                         "comparable; train the baseline with --tokenizer pointing at the hybrid's")
+        raise ValueError(
+            f"{checkpoint} and {baseline} use different tokenizers, so their losses are not "
+            "comparable; train the baseline with --tokenizer pointing at the hybrid's"
+        )
     steer_u = trained_steer_u(config) if steer_u is None else float(steer_u)
     if not 0 < steer_u <= 3:
         raise ValueError(f"steer_u must lie in (0, 3], got {steer_u}")
@@ -384,9 +282,12 @@ def evaluate(checkpoint: str | Path = DEFAULT_CHECKPOINT, baseline: str | Path =
 
     block = min(hybrid.config.block_size, discrete.config.block_size)
     val_x, val_y, val_u = heldout_batch(tok, block, size.val_reviews)
-    report = {"val_loss_hybrid": evaluate_loss(hybrid, val_x, val_y),
-              "val_loss_discrete": evaluate_loss(discrete, val_x, val_y),
-              "val_loss_own_control": evaluate_loss(hybrid, val_x, val_y, val_u), "steer_u": steer_u}
+    report = {
+        "val_loss_hybrid": evaluate_loss(hybrid, val_x, val_y),
+        "val_loss_discrete": evaluate_loss(discrete, val_x, val_y),
+        "val_loss_own_control": evaluate_loss(hybrid, val_x, val_y, val_u),
+        "steer_u": steer_u,
+    }
     report["val_loss_u0"] = report["val_loss_hybrid"]
     openings = heldout_openings(size.bpb_reviews)
     imdb_openings = heldout_openings(size.bpb_reviews, sources=("imdb",))
@@ -414,8 +315,9 @@ def evaluate(checkpoint: str | Path = DEFAULT_CHECKPOINT, baseline: str | Path =
     report["ode_relative_displacement"] = middle_relative_update(hybrid, val_x, val_y)
     report["discrete_mid_relative_update"] = middle_relative_update(discrete, val_x, val_y)
     report["valid_word_rate"] = valid_word_rate(tok, gens, training_words())
-    report["repeated_trigram_rate"] = repeated_trigram_rate([text for k in gens.continuations
-                                                             for text in gens.continuations[k]])
+    report["repeated_trigram_rate"] = repeated_trigram_rate(
+        [text for k in gens.continuations for text in gens.continuations[k]]
+    )
     steered = torch.cat([gens.tokens["positive"], gens.tokens["negative"]])
     ppl_steered = continuation_perplexity(hybrid, prompts + prompts, steered)
     ppl_own = continuation_perplexity(hybrid, prompts, gens.tokens["neutral"])
@@ -440,28 +342,38 @@ SAMPLING_GRID = {
 def judge_generations(tok, gens: PromptGenerations) -> dict:
     """The evaluation's text figures of one set of generations: judges, valid words, repeats."""
     sentiment = {k: judge_sentiment(gens.continuations[k]) for k in ("positive", "negative")}
-    return {"steer_pos_clf": _fraction(sentiment["positive"].classifier, 1),
-            "steer_neg_clf": _fraction(sentiment["negative"].classifier, -1),
-            "steer_pos_vader": _fraction(sentiment["positive"].vader, 1),
-            "steer_neg_vader": _fraction(sentiment["negative"].vader, -1),
-            "style_rt_acc": _fraction(judge_style(gens.continuations["rotten_tomatoes"]), -1),
-            "style_imdb_acc": _fraction(judge_style(gens.continuations["imdb"]), 1),
-            "valid_word_rate": valid_word_rate(tok, gens, training_words()),
-            "repeated_trigram_rate": repeated_trigram_rate([text for k in gens.continuations
-                                                            for text in gens.continuations[k]])}
+    return {
+        "steer_pos_clf": _fraction(sentiment["positive"].classifier, 1),
+        "steer_neg_clf": _fraction(sentiment["negative"].classifier, -1),
+        "steer_pos_vader": _fraction(sentiment["positive"].vader, 1),
+        "steer_neg_vader": _fraction(sentiment["negative"].vader, -1),
+        "style_rt_acc": _fraction(judge_style(gens.continuations["rotten_tomatoes"]), -1),
+        "style_imdb_acc": _fraction(judge_style(gens.continuations["imdb"]), 1),
+        "valid_word_rate": valid_word_rate(tok, gens, training_words()),
+        "repeated_trigram_rate": repeated_trigram_rate(
+            [text for k in gens.continuations for text in gens.continuations[k]]
+        ),
+    }
 
 
-def sampling_sweep(checkpoint: str | Path = DEFAULT_CHECKPOINT, grid: dict[str, Sampling] | None = None,
-                   n_prompts: int = FULL.prompts, steer_u: float | None = None) -> dict[str, dict]:
+def sampling_sweep(
+    checkpoint: str | Path = DEFAULT_CHECKPOINT,
+    grid: dict[str, Sampling] | None = None,
+    n_prompts: int = FULL.prompts,
+    steer_u: float | None = None,
+) -> dict[str, dict]:
     """judge_generations for each sampler of the grid (default SAMPLING_GRID), on the evaluation's
     prompts, controls and seeds."""
     grid = SAMPLING_GRID if grid is None else grid
     model, tok, config = load_checkpoint(checkpoint)
     steer_u = trained_steer_u(config) if steer_u is None else float(steer_u)
     prompts = heldout_prompts(tok, n_prompts)
-    return {name: judge_generations(tok, generate_for_prompts(model, tok, prompts, steering_settings(steer_u),
-                                                              sampling=sampling))
-            for name, sampling in grid.items()}
+    return {
+        name: judge_generations(
+            tok, generate_for_prompts(model, tok, prompts, steering_settings(steer_u), sampling=sampling)
+        )
+        for name, sampling in grid.items()
+    }
 
 
 def format_table(report: dict, seconds: float | None = None) -> str:

@@ -19,6 +19,7 @@ before anything is measured: u up to ±3, the whole control range the hybrid acc
 the residual stream it is added to (beyond that the state is mostly the vector). The
 same held-out prompts, seeds, sampling settings, judges and perplexity rule serve both.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,30 +37,42 @@ from .checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, r
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "assets" / "results"
 PROMPT = "The movie was"
 TARGETS = (" good", " bad")
-FLUENCY_BUDGET = 1.5       # the evaluation's bar for the fluency cost of steering (ppl ratio <= 1.5)
+FLUENCY_BUDGET = 1.5  # the evaluation's bar for the fluency cost of steering (ppl ratio <= 1.5)
 
 PAPER = {
-    "final_loss": "6.449 vs 6.471", "grad_norm": "0.509 ± 0.142 vs 0.521 ± 0.140", "ode_grad_norm": "0.033 ± 0.021",
-    "alpha": "0.1 → 0.065", "exploding_vanishing": "0 / 0", "parameters": "29.78M vs 30.50M (97.6%)",
-    "probe_pos": "P(good) 98.0%, P(bad) 0.2%", "probe_neg": "P(good) 0.2%, P(bad) 88.1%",
-    "probe_zero": "P(good) 91.4%, P(bad) 3.3%", "judged": "not measured (single next-token probe)",
-    "divergence": "0.068%", "sweep": "smooth sigmoid curves, no jumps", "latency": "0.98× (earlier 1.27×)",
-    "nfe_regimes": "≈20 NFE for u < 0.3, ≈14 above", "solver_steps": "within 15% (step counts)",
-    "switch": "switch aligned with the semantic crossover", "tolerance": "14 → 26 NFE over 1000× tolerance "
-    "(slope ≈ 0.09)", "probes": "no sudden jump over τ = 0, 0.5, 0.67, 1", "euler_order": "1 (theory)",
-    "rk4_order": "4 (theory)", "contraction": "contractive if one-sided Lipschitz < 0 (theory)",
+    "final_loss": "6.449 vs 6.471",
+    "grad_norm": "0.509 ± 0.142 vs 0.521 ± 0.140",
+    "ode_grad_norm": "0.033 ± 0.021",
+    "alpha": "0.1 → 0.065",
+    "exploding_vanishing": "0 / 0",
+    "parameters": "29.78M vs 30.50M (97.6%)",
+    "probe_pos": "P(good) 98.0%, P(bad) 0.2%",
+    "probe_neg": "P(good) 0.2%, P(bad) 88.1%",
+    "probe_zero": "P(good) 91.4%, P(bad) 3.3%",
+    "judged": "not measured (single next-token probe)",
+    "divergence": "0.068%",
+    "sweep": "smooth sigmoid curves, no jumps",
+    "latency": "0.98× (earlier 1.27×)",
+    "nfe_regimes": "≈20 NFE for u < 0.3, ≈14 above",
+    "solver_steps": "within 15% (step counts)",
+    "switch": "switch aligned with the semantic crossover",
+    "tolerance": "14 → 26 NFE over 1000× tolerance (slope ≈ 0.09)",
+    "probes": "no sudden jump over τ = 0, 0.5, 0.67, 1",
+    "euler_order": "1 (theory)",
+    "rk4_order": "4 (theory)",
+    "contraction": "contractive if one-sided Lipschitz < 0 (theory)",
 }
 
 
 @dataclass(frozen=True)
 class Size:
     quick: bool
-    compare_prompts: int        # held-out prompts per grid point (activation vs u)
-    grid_points: int            # per method, odd, symmetric about 0
-    vector_reviews: int         # training reviews for the steering vector (half per class)
-    sweep_points: int           # u sweep -2 … +2 (probe targets)
-    regimes_points: int         # NFE per u (and the u of the curvature paths)
-    alignment_heldout: int      # held-out review openings in the alignment test (besides the 10 probe prompts)
+    compare_prompts: int  # held-out prompts per grid point (activation vs u)
+    grid_points: int  # per method, odd, symmetric about 0
+    vector_reviews: int  # training reviews for the steering vector (half per class)
+    sweep_points: int  # u sweep -2 … +2 (probe targets)
+    regimes_points: int  # NFE per u (and the u of the curvature paths)
+    alignment_heldout: int  # held-out review openings in the alignment test (besides the 10 probe prompts)
     tolerances: tuple
     probe_reviews: int
     probe_taus: tuple
@@ -67,28 +80,63 @@ class Size:
     contraction_probes: int
     lanczos_iterations: int
     convergence_steps: int
-    bench: dict                 # keyword arguments of steering.bench.run_bench
+    bench: dict  # keyword arguments of steering.bench.run_bench
 
 
 # Sized from CPU timings of each section on a demo-size checkpoint (about 5 CPU-minutes in all,
 # most of it the activation comparison, evaluate and the bench), so the run fits 30 minutes on
 # 2 cores with room for a trained model's higher NFE.
-FULL = Size(quick=False, compare_prompts=100, grid_points=13, vector_reviews=2000, sweep_points=41, regimes_points=41,
-            alignment_heldout=20,
-            tolerances=(1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8), probe_reviews=400,
-            probe_taus=(0.0, 0.25, 0.5, 0.67, 0.75, 1.0), contraction_n_tau=33, contraction_probes=4,
-            lanczos_iterations=24, convergence_steps=64, bench=dict(repeats=7))
-QUICK = Size(quick=True, compare_prompts=4, grid_points=5, vector_reviews=40, sweep_points=9, regimes_points=9,
-             alignment_heldout=4,
-             tolerances=(1e-2, 1e-3, 1e-4), probe_reviews=40, probe_taus=(0.0, 0.5, 1.0), contraction_n_tau=5,
-             contraction_probes=2, lanczos_iterations=8, convergence_steps=16,
-             bench=dict(repeats=1, latency_shape=(2, 16), generation=(16, 4), memory_shape=(8, 64)))
+FULL = Size(
+    quick=False,
+    compare_prompts=100,
+    grid_points=13,
+    vector_reviews=2000,
+    sweep_points=41,
+    regimes_points=41,
+    alignment_heldout=20,
+    tolerances=(1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8),
+    probe_reviews=400,
+    probe_taus=(0.0, 0.25, 0.5, 0.67, 0.75, 1.0),
+    contraction_n_tau=33,
+    contraction_probes=4,
+    lanczos_iterations=24,
+    convergence_steps=64,
+    bench=dict(repeats=7),
+)
+QUICK = Size(
+    quick=True,
+    compare_prompts=4,
+    grid_points=5,
+    vector_reviews=40,
+    sweep_points=9,
+    regimes_points=9,
+    alignment_heldout=4,
+    tolerances=(1e-2, 1e-3, 1e-4),
+    probe_reviews=40,
+    probe_taus=(0.0, 0.5, 1.0),
+    contraction_n_tau=5,
+    contraction_probes=2,
+    lanczos_iterations=8,
+    convergence_steps=16,
+    bench=dict(repeats=1, latency_shape=(2, 16), generation=(16, 4), memory_shape=(8, 64)),
+)
 U_LIMIT = 3.0
-SECTIONS = ("stability", "evaluate", "steering", "continuity", "solver_probing", "second_paper",
-            "activation_steering", "efficiency", "meta", "table")
+SECTIONS = (
+    "stability",
+    "evaluate",
+    "steering",
+    "continuity",
+    "solver_probing",
+    "second_paper",
+    "activation_steering",
+    "efficiency",
+    "meta",
+    "table",
+)
 
 
 # ---------------------------------------------------------------- helpers
+
 
 def jsonable(value):
     """numpy values as plain JSON types (NaN stays NaN: non_finite_paths finds it)."""
@@ -140,6 +188,7 @@ def _pm(d: dict, digits: int = 3) -> str:
 
 # ---------------------------------------------------------------- Exp 1: stability
 
+
 def stability(hybrid_dir, baseline_dir, hybrid, discrete, hybrid_config: dict) -> dict:
     """From both training logs (stage 1 is the language-model stage both models share)."""
     logs = {"hybrid": read_log(hybrid_dir), "discrete": read_log(baseline_dir)}
@@ -174,6 +223,7 @@ def stability(hybrid_dir, baseline_dir, hybrid, discrete, hybrid_config: dict) -
 
 # ---------------------------------------------------------------- Exp 2 and 3 (probe, judged text, continuity)
 
+
 def probe_table(report: dict) -> dict:
     """The paper's probe table from evaluate's raw probe: u -> P(good), P(bad), and the two renormalised."""
     table = {}
@@ -185,60 +235,102 @@ def probe_table(report: dict) -> dict:
 
 def u_sweep(model, tok, points: int) -> dict:
     from .analysis.sweep import steering_sweep
+
     s = steering_sweep(model, tok, PROMPT, TARGETS, np.round(np.linspace(-2.0, 2.0, points), 6))
     relative_good = s.relative[:, 0]
     rel_jumps = np.abs(np.diff(relative_good))
-    return {"u": s.u, "p_good": s.probabilities[:, 0], "p_bad": s.probabilities[:, 1],
-            "relative_good": relative_good, "largest_jump": s.largest_jump,
-            "largest_jump_u": list(s.largest_jump_u), "largest_relative_jump": float(rel_jumps.max()),
-            "relative_good_monotone_fraction": float((np.diff(relative_good) >= 0).mean()),
-            "target_tokens": s.target_tokens}
+    return {
+        "u": s.u,
+        "p_good": s.probabilities[:, 0],
+        "p_bad": s.probabilities[:, 1],
+        "relative_good": relative_good,
+        "largest_jump": s.largest_jump,
+        "largest_jump_u": list(s.largest_jump_u),
+        "largest_relative_jump": float(rel_jumps.max()),
+        "relative_good_monotone_fraction": float((np.diff(relative_good) >= 0).mean()),
+        "target_tokens": s.target_tokens,
+    }
 
 
 # ---------------------------------------------------------------- solver probing and the second paper
 
+
 def solver_probing(model, tok, size: Size) -> dict:
     from .analysis.alignment import regimes_over_prompts
     from .analysis.cli import prompt_set
+    from .analysis.probes import linear_probes
     from .analysis.regimes import nfe_regimes, tolerance_scaling
     from .data import heldout_reviews
-    from .analysis.probes import linear_probes
 
     grid = np.round(np.linspace(-2.0, 2.0, size.regimes_points), 6)
     r = nfe_regimes(model, tok, PROMPT, grid, solvers=("dopri5", "adaptive_heun"), targets=TARGETS)
     crossover = r.crossover_u
     crossover_found = crossover is not None
-    if not crossover_found:   # P(good) never crosses P(bad) on the grid: the closest point instead
+    if not crossover_found:  # P(good) never crosses P(bad) on the grid: the closest point instead
         crossover = float(r.u[int(np.abs(r.target_probability - 0.5).argmin())])
     alignment = {}
     for name, n in (("probe", 10), ("heldout", size.alignment_heldout)):
-        a = regimes_over_prompts(model, tok, prompt_set(name, tok, n), grid, solvers=("dopri5", "adaptive_heun"),
-                                 targets=TARGETS, prompt_set=name)
-        alignment[name] = {**a.stats, "prompts": [{"prompt": row.prompt, "switches": [s.u for s in row.switches],
-                                                   "crossover_u": row.crossover_u, "distance": row.distance,
-                                                   "aligned": row.aligned} for row in a.prompts]}
+        a = regimes_over_prompts(
+            model,
+            tok,
+            prompt_set(name, tok, n),
+            grid,
+            solvers=("dopri5", "adaptive_heun"),
+            targets=TARGETS,
+            prompt_set=name,
+        )
+        alignment[name] = {
+            **a.stats,
+            "prompts": [
+                {
+                    "prompt": row.prompt,
+                    "switches": [s.u for s in row.switches],
+                    "crossover_u": row.crossover_u,
+                    "distance": row.distance,
+                    "aligned": row.aligned,
+                }
+                for row in a.prompts
+            ],
+        }
     tol = tolerance_scaling(model, tok, PROMPT, (0.0, 0.0), size.tolerances)
     probes = linear_probes(model, tok, heldout_reviews(), taus=size.probe_taus, max_reviews=size.probe_reviews)
-    return without_none({
-        "u": r.u, "nfe_dopri5": r.nfe["dopri5"], "nfe_adaptive_heun": r.nfe["adaptive_heun"],
-        "steps_dopri5": r.steps["dopri5"], "steps_adaptive_heun": r.steps["adaptive_heun"],
-        "nfe_disagreement": r.nfe_disagreement, "step_disagreement": r.step_disagreement,
-        "switches": [s.to_dict() for s in r.switches], "n_switches": len(r.switches),
-        "segments": [s.to_dict() for s in r.segments], "regimes_reading": r.reading,
-        "switch_u": r.switch_u, "crossover_to_switch": r.crossover_to_switch,
-        "crossover_u": crossover, "crossover_found": crossover_found, "rtol": r.rtol, "atol": r.atol,
-        "alignment": alignment,
-        "tolerances": tol.tolerances, "tolerance_nfe": tol.nfe, "tolerance_slope": tol.slope,
-        "probe_taus": probes.taus, "probe_accuracy": probes.accuracy, "probe_chance": probes.chance,
-        "probe_largest_step": float(np.abs(np.diff(probes.accuracy)).max()) if len(probes.accuracy) > 1 else 0.0,
-        "probe_reviews": probes.n_train + probes.n_test,
-    })
+    return without_none(
+        {
+            "u": r.u,
+            "nfe_dopri5": r.nfe["dopri5"],
+            "nfe_adaptive_heun": r.nfe["adaptive_heun"],
+            "steps_dopri5": r.steps["dopri5"],
+            "steps_adaptive_heun": r.steps["adaptive_heun"],
+            "nfe_disagreement": r.nfe_disagreement,
+            "step_disagreement": r.step_disagreement,
+            "switches": [s.to_dict() for s in r.switches],
+            "n_switches": len(r.switches),
+            "segments": [s.to_dict() for s in r.segments],
+            "regimes_reading": r.reading,
+            "switch_u": r.switch_u,
+            "crossover_to_switch": r.crossover_to_switch,
+            "crossover_u": crossover,
+            "crossover_found": crossover_found,
+            "rtol": r.rtol,
+            "atol": r.atol,
+            "alignment": alignment,
+            "tolerances": tol.tolerances,
+            "tolerance_nfe": tol.nfe,
+            "tolerance_slope": tol.slope,
+            "probe_taus": probes.taus,
+            "probe_accuracy": probes.accuracy,
+            "probe_chance": probes.chance,
+            "probe_largest_step": float(np.abs(np.diff(probes.accuracy)).max()) if len(probes.accuracy) > 1 else 0.0,
+            "probe_reviews": probes.n_train + probes.n_test,
+        }
+    )
 
 
 def path_curvature(model, tok, size: Size) -> dict:
     from .analysis.curvature import curvature_by_u
     from .analysis.inputs import REFERENCE_SOLVER
     from .analysis.pca import fit_pca_map
+
     grid = np.round(np.linspace(-2.0, 2.0, size.regimes_points), 6)
     c = curvature_by_u(model, tok, PROMPT, grid, REFERENCE_SOLVER, n_tau=33, pca_map=fit_pca_map(model, tok))
     return without_none({**c.to_dict(), **c.most_curved()})
@@ -251,22 +343,47 @@ def nfe_level_at(segments: list[dict], u: float) -> float:
 
 def second_paper(model, tok, size: Size, segments: list[dict]) -> dict:
     from .analysis.dynamics import contraction_by_u, convergence
+
     conv = convergence(model, tok, PROMPT, (0.0, 0.0), max_steps=size.convergence_steps)
     # one control in each NFE regime of the shipped model (high at -1 and +1, low at 0)
     regimes = {"negative": -1.0, "zero": 0.0, "positive": 1.0}
-    runs = contraction_by_u(model, tok, PROMPT, tuple(regimes.values()), n_tau=size.contraction_n_tau,
-                            n_probes=size.contraction_probes, lanczos_iterations=size.lanczos_iterations)
-    contraction = {name: {"u": u, "final_ftle": c.final_ftle, "max_top_eigenvalue": float(c.top_symmetric_eigenvalue.max()),
-                          "mean_growth_rate": float(c.growth_rate.mean()), "contractive": c.contractive,
-                          "nfe_level": nfe_level_at(segments, u)}
-                   for (name, u), c in zip(regimes.items(), runs)}
+    runs = contraction_by_u(
+        model,
+        tok,
+        PROMPT,
+        tuple(regimes.values()),
+        n_tau=size.contraction_n_tau,
+        n_probes=size.contraction_probes,
+        lanczos_iterations=size.lanczos_iterations,
+    )
+    contraction = {
+        name: {
+            "u": u,
+            "final_ftle": c.final_ftle,
+            "max_top_eigenvalue": float(c.top_symmetric_eigenvalue.max()),
+            "mean_growth_rate": float(c.growth_rate.mean()),
+            "contractive": c.contractive,
+            "nfe_level": nfe_level_at(segments, u),
+        }
+        for (name, u), c in zip(regimes.items(), runs)
+    }
     orders = {}
-    for name, fitted, errors in (("euler", conv.euler_order, conv.euler_error), ("rk4", conv.rk4_order, conv.rk4_error)):
+    for name, fitted, errors in (
+        ("euler", conv.euler_order, conv.euler_error),
+        ("rk4", conv.rk4_order, conv.rk4_error),
+    ):
         bounded = not math.isfinite(fitted)
         orders[f"{name}_order"] = order_lower_bound(conv.steps, errors, conv.floor) if bounded else fitted
         orders[f"{name}_order_is_lower_bound"] = bounded
-    return {"steps": conv.steps, "euler_error": conv.euler_error, "rk4_error": conv.rk4_error, **orders,
-            "reference_error": conv.reference_error, "error_floor": conv.floor, "contraction": contraction}
+    return {
+        "steps": conv.steps,
+        "euler_error": conv.euler_error,
+        "rk4_error": conv.rk4_error,
+        **orders,
+        "reference_error": conv.reference_error,
+        "error_floor": conv.floor,
+        "contraction": contraction,
+    }
 
 
 def order_lower_bound(steps, errors, floor: float) -> float:
@@ -283,22 +400,51 @@ def order_lower_bound(steps, errors, floor: float) -> float:
 
 # ---------------------------------------------------------------- Exp 4
 
+
 def efficiency(hybrid, discrete, tok, checkpoint, size: Size) -> dict:
     from .bench import run_bench
-    report = run_bench(hybrid, discrete, tok, memory_spec={"source": "checkpoint", "checkpoint": str(checkpoint)},
-                       label=f"{checkpoint} vs discrete", **size.bench).to_dict()
-    keys = ("latency_ratio", "flop_ratio", "kv_cache_speedup", "adjoint_mem_ratio_64_4", "direct_mem_ratio_64_4",
-            "regimes_sweep_s", "hybrid_forward_ms", "discrete_forward_ms", "cached_tokens_per_s",
-            "uncached_tokens_per_s", "repeats", "latency_shape", "memory_shape", "memory_method", "torch_threads")
+
+    report = run_bench(
+        hybrid,
+        discrete,
+        tok,
+        memory_spec={"source": "checkpoint", "checkpoint": str(checkpoint)},
+        label=f"{checkpoint} vs discrete",
+        **size.bench,
+    ).to_dict()
+    keys = (
+        "latency_ratio",
+        "flop_ratio",
+        "kv_cache_speedup",
+        "adjoint_mem_ratio_64_4",
+        "direct_mem_ratio_64_4",
+        "regimes_sweep_s",
+        "hybrid_forward_ms",
+        "discrete_forward_ms",
+        "cached_tokens_per_s",
+        "uncached_tokens_per_s",
+        "repeats",
+        "latency_shape",
+        "memory_shape",
+        "memory_method",
+        "torch_threads",
+    )
     return {k: report[k] for k in keys}
 
 
 # ---------------------------------------------------------------- against activation steering
 
+
 def activation_comparison(hybrid, discrete, tok, size: Size) -> dict:
     from . import data, evaluate
-    from .activation_steering import (ActivationSteered, best_within_fluency_budget, pareto_verdict, steering_curve,
-                                      steering_vector, symmetric_grid)
+    from .activation_steering import (
+        ActivationSteered,
+        best_within_fluency_budget,
+        pareto_verdict,
+        steering_curve,
+        steering_vector,
+        symmetric_grid,
+    )
     from .generate import DEFAULT_SAMPLING
     from .ode import TRAINING_SOLVER
 
@@ -307,28 +453,58 @@ def activation_comparison(hybrid, discrete, tok, size: Size) -> dict:
     u_grid = symmetric_grid(U_LIMIT, size.grid_points)
     c_grid = symmetric_grid(c_limit, size.grid_points)
     prompts = evaluate.heldout_prompts(tok, size.compare_prompts)
-    common = dict(tok=tok, prompts=prompts, new_tokens=evaluate.NEW_TOKENS, sampling=DEFAULT_SAMPLING,
-                  seed=evaluate.SEED, solver=TRAINING_SOLVER)
+    common = dict(
+        tok=tok,
+        prompts=prompts,
+        new_tokens=evaluate.NEW_TOKENS,
+        sampling=DEFAULT_SAMPLING,
+        seed=evaluate.SEED,
+        solver=TRAINING_SOLVER,
+    )
     u_controls = torch.tensor([[u, 0.0] for u in u_grid], dtype=torch.float32)
-    hybrid_curve = steering_curve("hybrid", "hybrid, learned control u", hybrid, hybrid, controls=u_controls, grid=u_grid, **common)
+    hybrid_curve = steering_curve(
+        "hybrid", "hybrid, learned control u", hybrid, hybrid, controls=u_controls, grid=u_grid, **common
+    )
     steered = ActivationSteered(discrete, vec.vector, torch.tensor(c_grid, dtype=torch.float32)).eval()
-    activation_curve = steering_curve("activation", "discrete + activation steering c", steered, discrete, controls=torch.zeros(len(c_grid), 2),
-                                      grid=c_grid, **common)
+    activation_curve = steering_curve(
+        "activation",
+        "discrete + activation steering c",
+        steered,
+        discrete,
+        controls=torch.zeros(len(c_grid), 2),
+        grid=c_grid,
+        **common,
+    )
     verdicts = {judge: pareto_verdict(hybrid_curve, activation_curve, judge) for judge in ("clf", "vader")}
-    budget = {f"{name}_{judge}": best_within_fluency_budget(curve, judge, FLUENCY_BUDGET)
-              for name, curve in (("hybrid", hybrid_curve), ("activation", activation_curve))
-              for judge in ("clf", "vader")}
-    return {"hybrid": hybrid_curve.to_dict(), "activation": activation_curve.to_dict(),
-            "u_grid": u_grid, "c_grid": c_grid, "c_limit": c_limit, "u_limit": U_LIMIT,
-            "vector_norm": vec.norm, "residual_norm": vec.residual_norm, "vector_reviews_per_class": vec.n_positive,
-            "prompts": len(prompts), "new_tokens": evaluate.NEW_TOKENS, "pareto": verdicts,
-            "fluency_budget": FLUENCY_BUDGET, "best_accuracy_within_budget": budget}
+    budget = {
+        f"{name}_{judge}": best_within_fluency_budget(curve, judge, FLUENCY_BUDGET)
+        for name, curve in (("hybrid", hybrid_curve), ("activation", activation_curve))
+        for judge in ("clf", "vader")
+    }
+    return {
+        "hybrid": hybrid_curve.to_dict(),
+        "activation": activation_curve.to_dict(),
+        "u_grid": u_grid,
+        "c_grid": c_grid,
+        "c_limit": c_limit,
+        "u_limit": U_LIMIT,
+        "vector_norm": vec.norm,
+        "residual_norm": vec.residual_norm,
+        "vector_reviews_per_class": vec.n_positive,
+        "prompts": len(prompts),
+        "new_tokens": evaluate.NEW_TOKENS,
+        "pareto": verdicts,
+        "fluency_budget": FLUENCY_BUDGET,
+        "best_accuracy_within_budget": budget,
+    }
 
 
 # ---------------------------------------------------------------- the whole run
 
-def run_experiments(checkpoint=DEFAULT_CHECKPOINT, baseline=DEFAULT_BASELINE, quick: bool = False,
-                    size: Size | None = None, log=None) -> dict:
+
+def run_experiments(
+    checkpoint=DEFAULT_CHECKPOINT, baseline=DEFAULT_BASELINE, quick: bool = False, size: Size | None = None, log=None
+) -> dict:
     from . import evaluate
 
     size = size or (QUICK if quick else FULL)
@@ -348,27 +524,49 @@ def run_experiments(checkpoint=DEFAULT_CHECKPOINT, baseline=DEFAULT_BASELINE, qu
         log(f"[experiments] {name}: {seconds[name]:.1f} s ({time.process_time() - cpu:.1f} s CPU in this process)")
         return value
 
-    results["stability"] = timed("stability", lambda: stability(checkpoint, baseline, hybrid, discrete,
-                                                                 config.get("model", {})))
+    results["stability"] = timed(
+        "stability", lambda: stability(checkpoint, baseline, hybrid, discrete, config.get("model", {}))
+    )
     report = timed("evaluate", lambda: evaluate.evaluate(checkpoint, baseline, quick=size.quick))
     results["evaluate"] = report
-    results["steering"] = {"probe": probe_table(report),
-                           **{k: report[k] for k in ("steer_pos_clf", "steer_neg_clf", "steer_pos_vader",
-                                                     "steer_neg_vader", "steer_neutral_pos_clf", "style_rt_acc",
-                                                     "style_imdb_acc", "ppl_ratio_steered")},
-                           "prompts": (evaluate.QUICK if size.quick else evaluate.FULL).prompts}
-    results["continuity"] = {"solver_divergence": report["solver_divergence"],
-                             "sweep": timed("u sweep", lambda: u_sweep(hybrid, tok, size.sweep_points)),
-                             "curvature": timed("path curvature", lambda: path_curvature(hybrid, tok, size))}
+    results["steering"] = {
+        "probe": probe_table(report),
+        **{
+            k: report[k]
+            for k in (
+                "steer_pos_clf",
+                "steer_neg_clf",
+                "steer_pos_vader",
+                "steer_neg_vader",
+                "steer_neutral_pos_clf",
+                "style_rt_acc",
+                "style_imdb_acc",
+                "ppl_ratio_steered",
+            )
+        },
+        "prompts": (evaluate.QUICK if size.quick else evaluate.FULL).prompts,
+    }
+    results["continuity"] = {
+        "solver_divergence": report["solver_divergence"],
+        "sweep": timed("u sweep", lambda: u_sweep(hybrid, tok, size.sweep_points)),
+        "curvature": timed("path curvature", lambda: path_curvature(hybrid, tok, size)),
+    }
     results["solver_probing"] = timed("solver probing", lambda: solver_probing(hybrid, tok, size))
     probing = results["solver_probing"]
     results["second_paper"] = timed("second paper", lambda: second_paper(hybrid, tok, size, probing["segments"]))
-    results["activation_steering"] = timed("activation steering", lambda: activation_comparison(hybrid, discrete,
-                                                                                                 tok, size))
+    results["activation_steering"] = timed(
+        "activation steering", lambda: activation_comparison(hybrid, discrete, tok, size)
+    )
     results["efficiency"] = timed("efficiency", lambda: efficiency(hybrid, discrete, tok, checkpoint, size))
-    results["meta"] = {"quick": size.quick, "checkpoint": _shown_path(checkpoint), "baseline": _shown_path(baseline),
-                       "torch_threads": torch.get_num_threads(), "seconds": seconds,
-                       "total_seconds": float(sum(seconds.values())), "size": size.__dict__}
+    results["meta"] = {
+        "quick": size.quick,
+        "checkpoint": _shown_path(checkpoint),
+        "baseline": _shown_path(baseline),
+        "torch_threads": torch.get_num_threads(),
+        "seconds": seconds,
+        "total_seconds": float(sum(seconds.values())),
+        "size": size.__dict__,
+    }
     results = jsonable(results)
     results["table"] = table_rows(results)
     bad = non_finite_paths(results)
@@ -379,121 +577,220 @@ def run_experiments(checkpoint=DEFAULT_CHECKPOINT, baseline=DEFAULT_BASELINE, qu
 
 # ---------------------------------------------------------------- the table
 
+
 def table_rows(r: dict) -> list[dict]:
     """(section, paper figure, ours, how measured) rows for results.md and the Results page."""
-    s, st_, c, sp, sec, act, eff = (r["stability"], r["steering"], r["continuity"], r["solver_probing"],
-                                    r["second_paper"], r["activation_steering"], r["efficiency"])
+    s, st_, c, sp, sec, act, eff = (
+        r["stability"],
+        r["steering"],
+        r["continuity"],
+        r["solver_probing"],
+        r["second_paper"],
+        r["activation_steering"],
+        r["efficiency"],
+    )
     h, d = s["hybrid"], s["discrete"]
     probe = st_["probe"]
     cu = c["curvature"]
     rows = [
-        ("1 Stability", f"final loss, hybrid vs discrete: {PAPER['final_loss']}",
-         f"{h['final_loss']:.3f} vs {d['final_loss']:.3f} (held-out {h['final_val_loss']:.3f} vs {d['final_val_loss']:.3f})",
-         f"last stage-1 training step of each log ({h['steps_stage1']} vs {d['steps_stage1']} steps, same batches); "
-         "held-out: last evaluation at u = 0"),
-        ("1 Stability", f"total grad norm: {PAPER['grad_norm']}", f"{_pm(h['grad_norm'])} vs {_pm(d['grad_norm'])}",
-         "mean ± std over stage 1, before clipping"),
-        ("1 Stability", f"ODE-block grad norm: {PAPER['ode_grad_norm']}",
-         f"{_pm(h['middle_grad_norm'])} (discrete middle blocks {_pm(d['middle_grad_norm'])})",
-         "norm of the middle block's gradients, stage 1"),
-        ("1 Stability", f"α drift: {PAPER['alpha']}",
-         f"{s['alpha_initial']:.3f} → {s['alpha_after_stage1']:.3f} (stage 1) → {s['alpha_final']:.3f} (final)",
-         "α from the config and the log; final from the checkpoint"),
-        ("1 Stability", f"exploding / vanishing steps: {PAPER['exploding_vanishing']}",
-         f"{h['exploding_steps'] + d['exploding_steps']} / {h['vanishing_steps'] + d['vanishing_steps']}",
-         "trainer flags, both models, all stages: grad norm > 10× median of last 200; middle grad norm < 1e-7"),
-        ("1 Stability", f"parameters: {PAPER['parameters']}",
-         f"{s['parameters_hybrid'] / 1e6:.2f}M vs {s['parameters_discrete'] / 1e6:.2f}M ({100 * s['parameter_ratio']:.1f}%)",
-         "all parameters, tied head counted once"),
+        (
+            "1 Stability",
+            f"final loss, hybrid vs discrete: {PAPER['final_loss']}",
+            f"{h['final_loss']:.3f} vs {d['final_loss']:.3f} "
+            f"(held-out {h['final_val_loss']:.3f} vs {d['final_val_loss']:.3f})",
+            f"last stage-1 training step of each log ({h['steps_stage1']} vs {d['steps_stage1']} steps, same batches); "
+            "held-out: last evaluation at u = 0",
+        ),
+        (
+            "1 Stability",
+            f"total grad norm: {PAPER['grad_norm']}",
+            f"{_pm(h['grad_norm'])} vs {_pm(d['grad_norm'])}",
+            "mean ± std over stage 1, before clipping",
+        ),
+        (
+            "1 Stability",
+            f"ODE-block grad norm: {PAPER['ode_grad_norm']}",
+            f"{_pm(h['middle_grad_norm'])} (discrete middle blocks {_pm(d['middle_grad_norm'])})",
+            "norm of the middle block's gradients, stage 1",
+        ),
+        (
+            "1 Stability",
+            f"α drift: {PAPER['alpha']}",
+            f"{s['alpha_initial']:.3f} → {s['alpha_after_stage1']:.3f} (stage 1) → {s['alpha_final']:.3f} (final)",
+            "α from the config and the log; final from the checkpoint",
+        ),
+        (
+            "1 Stability",
+            f"exploding / vanishing steps: {PAPER['exploding_vanishing']}",
+            f"{h['exploding_steps'] + d['exploding_steps']} / {h['vanishing_steps'] + d['vanishing_steps']}",
+            "trainer flags, both models, all stages: grad norm > 10× median of last 200; middle grad norm < 1e-7",
+        ),
+        (
+            "1 Stability",
+            f"parameters: {PAPER['parameters']}",
+            f"{s['parameters_hybrid'] / 1e6:.2f}M vs {s['parameters_discrete'] / 1e6:.2f}M "
+            f"({100 * s['parameter_ratio']:.1f}%)",
+            "all parameters, tied head counted once",
+        ),
     ]
     for label, key in (("+1", "probe_pos"), ("-1", "probe_neg"), ("0", "probe_zero")):
         p = probe[label]
-        rows.append(("2 Steering", f"probe u = {label}: {PAPER[key]}",
-                     f"P(good) {100 * p['p_good']:.1f}%, P(bad) {100 * p['p_bad']:.1f}% "
-                     f"(good among the two: {100 * p['relative_good']:.1f}%)",
-                     f"'{PROMPT}' + word, whole-word probability (chain rule over its tokens), Euler 4"))
+        rows.append(
+            (
+                "2 Steering",
+                f"probe u = {label}: {PAPER[key]}",
+                f"P(good) {100 * p['p_good']:.1f}%, P(bad) {100 * p['p_bad']:.1f}% "
+                f"(good among the two: {100 * p['relative_good']:.1f}%)",
+                f"'{PROMPT}' + word, whole-word probability (chain rule over its tokens), Euler 4",
+            )
+        )
     rows += [
-        ("2 Steering", f"judged generations: {PAPER['judged']}",
-         f"u=+1 positive {100 * st_['steer_pos_clf']:.0f}% (VADER {100 * st_['steer_pos_vader']:.0f}%); "
-         f"u=-1 negative {100 * st_['steer_neg_clf']:.0f}% (VADER {100 * st_['steer_neg_vader']:.0f}%); "
-         f"u=0 positive {100 * st_['steer_neutral_pos_clf']:.0f}%",
-         f"{st_['prompts']} held-out prompts × 40 sampled tokens; TF-IDF+LR judge and VADER on the continuation"),
-        ("2 Steering", "style control (not in the paper)",
-         f"u₂=-1 judged RT {100 * st_['style_rt_acc']:.0f}%, u₂=+1 judged IMDB {100 * st_['style_imdb_acc']:.0f}%",
-         "style judge (TF-IDF+LR on the source column)"),
-        ("3 Continuity", f"Euler-4 vs dopri5 divergence: {PAPER['divergence']}",
-         f"{100 * c['solver_divergence']:.4f}%",
-         "mean over prompts and u ∈ {-1, 0, 1} of |H_euler4(1) - H_dopri5(1)| / |H_dopri5(1)|, dopri5 at 1e-6"),
-        ("3 Continuity", f"u sweep -2 … +2: {PAPER['sweep']}",
-         f"largest jump {c['sweep']['largest_jump']:.4f} between u = {c['sweep']['largest_jump_u'][0]:+g} and "
-         f"{c['sweep']['largest_jump_u'][1]:+g}; relative P(good) {c['sweep']['relative_good'][0]:.3f} → "
-         f"{c['sweep']['relative_good'][-1]:.3f}",
-         f"{len(c['sweep']['u'])} values of u, next-token P(' good'), P(' bad') after '{PROMPT}'"),
-        ("3 Continuity", "path curvature (not in the paper)",
-         f"arc / chord - 1 at most {cu['arc_to_chord_excess']:.1e}; the displacement turns from the chord by at "
-         f"most {100 * cu['orthogonal_share']:.2f}% (sine of the angle; on the PCA map {100 * cu['orthogonal_share_map']:.2f}%)",
-         f"'{PROMPT}', {len(cu['u'])} values of u in [-2, 2], {cu['solver']}, {cu['n_tau']} τ points; full space = "
-         "every token's state"),
-        ("4 Efficiency", f"latency hybrid / discrete: {PAPER['latency']}",
-         f"{eff['latency_ratio']:.3f}× (FLOP ratio {eff['flop_ratio']:.3f}×)",
-         f"steering.bench: no-grad forward, batch {eff['latency_shape'][0]} × {eff['latency_shape'][1]}, "
-         f"median of {eff['repeats']} alternating runs, {eff['torch_threads']} thread(s)"),
-        ("4 Efficiency", "KV cache speed-up (goal ≥ 5×)", f"{eff['kv_cache_speedup']:.1f}×",
-         "generation tokens/s with / without the cache"),
-        ("4 Efficiency", "adjoint memory 64 vs 4 Euler steps (goal ≤ 1.2×)",
-         f"{eff['adjoint_mem_ratio_64_4']:.2f}× (direct backprop {eff['direct_mem_ratio_64_4']:.2f}×)",
-         f"peak RSS growth of one training step, batch {eff['memory_shape'][0]} × {eff['memory_shape'][1]}, "
-         f"{eff['memory_method']}"),
+        (
+            "2 Steering",
+            f"judged generations: {PAPER['judged']}",
+            f"u=+1 positive {100 * st_['steer_pos_clf']:.0f}% (VADER {100 * st_['steer_pos_vader']:.0f}%); "
+            f"u=-1 negative {100 * st_['steer_neg_clf']:.0f}% (VADER {100 * st_['steer_neg_vader']:.0f}%); "
+            f"u=0 positive {100 * st_['steer_neutral_pos_clf']:.0f}%",
+            f"{st_['prompts']} held-out prompts × 40 sampled tokens; TF-IDF+LR judge and VADER on the continuation",
+        ),
+        (
+            "2 Steering",
+            "style control (not in the paper)",
+            f"u₂=-1 judged RT {100 * st_['style_rt_acc']:.0f}%, u₂=+1 judged IMDB {100 * st_['style_imdb_acc']:.0f}%",
+            "style judge (TF-IDF+LR on the source column)",
+        ),
+        (
+            "3 Continuity",
+            f"Euler-4 vs dopri5 divergence: {PAPER['divergence']}",
+            f"{100 * c['solver_divergence']:.4f}%",
+            "mean over prompts and u ∈ {-1, 0, 1} of |H_euler4(1) - H_dopri5(1)| / |H_dopri5(1)|, dopri5 at 1e-6",
+        ),
+        (
+            "3 Continuity",
+            f"u sweep -2 … +2: {PAPER['sweep']}",
+            f"largest jump {c['sweep']['largest_jump']:.4f} between u = {c['sweep']['largest_jump_u'][0]:+g} and "
+            f"{c['sweep']['largest_jump_u'][1]:+g}; relative P(good) {c['sweep']['relative_good'][0]:.3f} → "
+            f"{c['sweep']['relative_good'][-1]:.3f}",
+            f"{len(c['sweep']['u'])} values of u, next-token P(' good'), P(' bad') after '{PROMPT}'",
+        ),
+        (
+            "3 Continuity",
+            "path curvature (not in the paper)",
+            f"arc / chord - 1 at most {cu['arc_to_chord_excess']:.1e}; the displacement turns from the chord by at "
+            f"most {100 * cu['orthogonal_share']:.2f}% "
+            f"(sine of the angle; on the PCA map {100 * cu['orthogonal_share_map']:.2f}%)",
+            f"'{PROMPT}', {len(cu['u'])} values of u in [-2, 2], {cu['solver']}, {cu['n_tau']} τ points; full space = "
+            "every token's state",
+        ),
+        (
+            "4 Efficiency",
+            f"latency hybrid / discrete: {PAPER['latency']}",
+            f"{eff['latency_ratio']:.3f}× (FLOP ratio {eff['flop_ratio']:.3f}×)",
+            f"steering.bench: no-grad forward, batch {eff['latency_shape'][0]} × {eff['latency_shape'][1]}, "
+            f"median of {eff['repeats']} alternating runs, {eff['torch_threads']} thread(s)",
+        ),
+        (
+            "4 Efficiency",
+            "KV cache speed-up (goal ≥ 5×)",
+            f"{eff['kv_cache_speedup']:.1f}×",
+            "generation tokens/s with / without the cache",
+        ),
+        (
+            "4 Efficiency",
+            "adjoint memory 64 vs 4 Euler steps (goal ≤ 1.2×)",
+            f"{eff['adjoint_mem_ratio_64_4']:.2f}× (direct backprop {eff['direct_mem_ratio_64_4']:.2f}×)",
+            f"peak RSS growth of one training step, batch {eff['memory_shape'][0]} × {eff['memory_shape'][1]}, "
+            f"{eff['memory_method']}",
+        ),
         ("4 Efficiency", "41-point NFE sweep time", f"{eff['regimes_sweep_s']:.2f} s", "steering.bench"),
-        ("Solver probing", f"NFE per u: {PAPER['nfe_regimes']}", sp["regimes_reading"],
-         f"dopri5 at rtol {sp['rtol']:g}, atol {sp['atol']:g}, {len(sp['u'])} values of u, '{PROMPT}'; every switch "
-         "by an exact penalised piecewise-constant fit of its NFE (steering.analysis.changepoints)"),
-        ("Solver probing", f"two solvers agree: {PAPER['solver_steps']}",
-         f"accepted steps differ by up to {100 * sp['step_disagreement']:.0f}%; raw NFE by up to "
-         f"{100 * sp['nfe_disagreement']:.0f}%",
-         "dopri5 vs adaptive_heun, max over u of |a - b| / mean(a, b) (step_disagreement, nfe_disagreement)"),
-        ("Solver probing", f"{PAPER['switch']} ('{PROMPT}')", _switch_cell(sp),
-         "crossover: P(good) = P(bad) among the two; distance to the nearest switch"),
+        (
+            "Solver probing",
+            f"NFE per u: {PAPER['nfe_regimes']}",
+            sp["regimes_reading"],
+            f"dopri5 at rtol {sp['rtol']:g}, atol {sp['atol']:g}, {len(sp['u'])} values of u, '{PROMPT}'; every switch "
+            "by an exact penalised piecewise-constant fit of its NFE (steering.analysis.changepoints)",
+        ),
+        (
+            "Solver probing",
+            f"two solvers agree: {PAPER['solver_steps']}",
+            f"accepted steps differ by up to {100 * sp['step_disagreement']:.0f}%; raw NFE by up to "
+            f"{100 * sp['nfe_disagreement']:.0f}%",
+            "dopri5 vs adaptive_heun, max over u of |a - b| / mean(a, b) (step_disagreement, nfe_disagreement)",
+        ),
+        (
+            "Solver probing",
+            f"{PAPER['switch']} ('{PROMPT}')",
+            _switch_cell(sp),
+            "crossover: P(good) = P(bad) among the two; distance to the nearest switch",
+        ),
     ]
     for name, label in (("probe", "the evaluation's probe prompts"), ("heldout", "held-out review openings")):
         if name in sp.get("alignment", {}):
-            rows.append(("Solver probing", f"{PAPER['switch']}, over prompts", _alignment_cell(sp["alignment"][name]),
-                         f"{sp['alignment'][name]['n_prompts']} {label}; aligned: crossover within "
-                         f"{sp['alignment'][name]['threshold']:g} of one of the prompt's own switches; null: the "
-                         f"crossover drawn uniformly from the u range ({sp['alignment'][name]['null_draws']} draws, "
-                         "p = share of draws at least as aligned); swapped: other prompts' switches"))
+            rows.append(
+                (
+                    "Solver probing",
+                    f"{PAPER['switch']}, over prompts",
+                    _alignment_cell(sp["alignment"][name]),
+                    f"{sp['alignment'][name]['n_prompts']} {label}; aligned: crossover within "
+                    f"{sp['alignment'][name]['threshold']:g} of one of the prompt's own switches; null: the "
+                    f"crossover drawn uniformly from the u range ({sp['alignment'][name]['null_draws']} draws, "
+                    "p = share of draws at least as aligned); swapped: other prompts' switches",
+                )
+            )
     rows += [
-        ("Solver probing", f"NFE vs tolerance: {PAPER['tolerance']}",
-         f"{int(sp['tolerance_nfe'][0])} → {int(sp['tolerance_nfe'][-1])} NFE, slope {sp['tolerance_slope']:.3f}",
-         f"dopri5 at rtol = atol ∈ {[f'{t:g}' for t in sp['tolerances']]}, u = 0; slope of log NFE vs log 1/tol"),
-        ("Solver probing", f"linear probes over τ: {PAPER['probes']}",
-         ", ".join(f"τ={t:g}: {a:.2f}" for t, a in zip(sp["probe_taus"], sp["probe_accuracy"]))
-         + f" (largest step {sp['probe_largest_step']:.2f}, chance {sp['probe_chance']:.2f})",
-         f"logistic regression on mean-pooled H(τ), {sp['probe_reviews']} held-out reviews, 30% test"),
-        ("Second paper", f"Euler order: {PAPER['euler_order']}; RK4 order: {PAPER['rk4_order']}",
-         f"Euler {_order(sec, 'euler')}, RK4 {_order(sec, 'rk4')}",
-         f"float64 error at τ = 1 vs dopri5 at 1e-12, N = 1 … {int(sec['steps'][-1])}, u = 0"),
+        (
+            "Solver probing",
+            f"NFE vs tolerance: {PAPER['tolerance']}",
+            f"{int(sp['tolerance_nfe'][0])} → {int(sp['tolerance_nfe'][-1])} NFE, slope {sp['tolerance_slope']:.3f}",
+            f"dopri5 at rtol = atol ∈ {[f'{t:g}' for t in sp['tolerances']]}, u = 0; slope of log NFE vs log 1/tol",
+        ),
+        (
+            "Solver probing",
+            f"linear probes over τ: {PAPER['probes']}",
+            ", ".join(f"τ={t:g}: {a:.2f}" for t, a in zip(sp["probe_taus"], sp["probe_accuracy"]))
+            + f" (largest step {sp['probe_largest_step']:.2f}, chance {sp['probe_chance']:.2f})",
+            f"logistic regression on mean-pooled H(τ), {sp['probe_reviews']} held-out reviews, 30% test",
+        ),
+        (
+            "Second paper",
+            f"Euler order: {PAPER['euler_order']}; RK4 order: {PAPER['rk4_order']}",
+            f"Euler {_order(sec, 'euler')}, RK4 {_order(sec, 'rk4')}",
+            f"float64 error at τ = 1 vs dopri5 at 1e-12, N = 1 … {int(sec['steps'][-1])}, u = 0",
+        ),
     ]
-    for name, cr in sec["contraction"].items():
-        rows.append(("Second paper", f"contraction, u = {cr['u']:+g} (in the {cr['nfe_level']:g}-NFE regime): "
-                     f"{PAPER['contraction']}",
-                     f"FTLE(τ=1) {cr['final_ftle']:+.3f}, max λ_max(S) {cr['max_top_eigenvalue']:+.3f}, "
-                     f"contractive everywhere: {'yes' if cr['contractive'] else 'no'}",
-                     "perturbation growth along the path (RK4 + JVP); top eigenvalue of (J+Jᵀ)/2 by Lanczos"))
-    hy, ac = act["hybrid"], act["activation"]
+    for cr in sec["contraction"].values():
+        rows.append(
+            (
+                "Second paper",
+                f"contraction, u = {cr['u']:+g} (in the {cr['nfe_level']:g}-NFE regime): {PAPER['contraction']}",
+                f"FTLE(τ=1) {cr['final_ftle']:+.3f}, max λ_max(S) {cr['max_top_eigenvalue']:+.3f}, "
+                f"contractive everywhere: {'yes' if cr['contractive'] else 'no'}",
+                "perturbation growth along the path (RK4 + JVP); top eigenvalue of (J+Jᵀ)/2 by Lanczos",
+            )
+        )
     for judge, name in (("clf", "classifier"), ("vader", "VADER")):
         v = act["pareto"][judge]
-        rows.append(("vs activation steering", f"accuracy vs fluency, {name} judge (not in the paper)",
-                     f"{v['dominates']} dominates" if v["dominates"] != "neither" else "neither dominates (fronts cross)",
-                     f"{v['points_per_method']} steered magnitudes per method; hybrid points dominated "
-                     f"{v['hybrid_points_dominated']}, activation points dominated "
-                     f"{v['activation_points_dominated']}"))
+        rows.append(
+            (
+                "vs activation steering",
+                f"accuracy vs fluency, {name} judge (not in the paper)",
+                f"{v['dominates']} dominates" if v["dominates"] != "neither" else "neither dominates (fronts cross)",
+                f"{v['points_per_method']} steered magnitudes per method; hybrid points dominated "
+                f"{v['hybrid_points_dominated']}, activation points dominated "
+                f"{v['activation_points_dominated']}",
+            )
+        )
     b = act["best_accuracy_within_budget"]
-    rows.append(("vs activation steering", f"best accuracy at perplexity ≤ {act['fluency_budget']}× unsteered",
-                 f"hybrid {100 * b['hybrid_clf']:.0f}% (VADER {100 * b['hybrid_vader']:.0f}%); activation "
-                 f"{100 * b['activation_clf']:.0f}% (VADER {100 * b['activation_vader']:.0f}%)",
-                 f"u grid {[round(x, 2) for x in act['u_grid']]}; c grid {[round(x, 2) for x in act['c_grid']]} "
-                 f"(|v| = {act['vector_norm']:.3f}, c limit = mean |H| / |v|); {act['prompts']} prompts"))
+    rows.append(
+        (
+            "vs activation steering",
+            f"best accuracy at perplexity ≤ {act['fluency_budget']}× unsteered",
+            f"hybrid {100 * b['hybrid_clf']:.0f}% (VADER {100 * b['hybrid_vader']:.0f}%); activation "
+            f"{100 * b['activation_clf']:.0f}% (VADER {100 * b['activation_vader']:.0f}%)",
+            f"u grid {[round(x, 2) for x in act['u_grid']]}; c grid {[round(x, 2) for x in act['c_grid']]} "
+            f"(|v| = {act['vector_norm']:.3f}, c limit = mean |H| / |v|); {act['prompts']} prompts",
+        )
+    )
     return [{"section": a, "paper": p, "ours": o, "how": w} for a, p, o, w in rows]
 
 
@@ -510,19 +807,26 @@ def _switch_cell(sp: dict) -> str:
 def _alignment_cell(a: dict) -> str:
     if "aligned_share" not in a:
         return f"no prompt's target share crosses 50% on the grid ({a['n_prompts']} prompts)"
-    text = f"aligned {100 * a['aligned_share']:.0f}% (a random crossover: {100 * a['null_aligned_share']:.0f}%, " \
-           f"p = {a['p_aligned_share']:.2f})"
+    text = (
+        f"aligned {100 * a['aligned_share']:.0f}% (a random crossover: {100 * a['null_aligned_share']:.0f}%, "
+        f"p = {a['p_aligned_share']:.2f})"
+    )
     if "median_distance" in a:
-        text += f"; median distance {a['median_distance']:.2f} (random: {a['null_median_distance']:.2f}, " \
-                f"p = {a['p_median_distance']:.3f})"
+        text += (
+            f"; median distance {a['median_distance']:.2f} (random: {a['null_median_distance']:.2f}, "
+            f"p = {a['p_median_distance']:.3f})"
+        )
     if "swapped_median_distance" in a:
-        text += f"; to other prompts' switches {100 * a['swapped_aligned_share']:.0f}%, " \
-                f"median {a['swapped_median_distance']:.2f}"
+        text += (
+            f"; to other prompts' switches {100 * a['swapped_aligned_share']:.0f}%, "
+            f"median {a['swapped_median_distance']:.2f}"
+        )
     return text
 
 
 def alignment_verdict(sp: dict, alpha: float = 0.05) -> str:
-    """One paragraph: the paper's alignment claim, ours over each prompt set, against which null, and whether it holds."""
+    """One paragraph: the paper's alignment claim, ours over each prompt set, against which null, and whether
+    it holds."""
     parts, holds, nearer = [], [], []
     draws, threshold = None, None
     for name, label in (("probe", "probe prompts"), ("heldout", "held-out openings")):
@@ -531,23 +835,29 @@ def alignment_verdict(sp: dict, alpha: float = 0.05) -> str:
             continue
         draws, threshold = a["null_draws"], a["threshold"]
         holds.append(a["p_aligned_share"] < alpha and a["aligned_share"] > a["null_aligned_share"])
-        text = (f"over {a['n_prompts']} {label}, {100 * a['aligned_share']:.0f}% of crossovers within "
-                f"{a['threshold']:g} of a switch against {100 * a['null_aligned_share']:.0f}% by chance "
-                f"(p = {a['p_aligned_share']:.2f})")
+        text = (
+            f"over {a['n_prompts']} {label}, {100 * a['aligned_share']:.0f}% of crossovers within "
+            f"{a['threshold']:g} of a switch against {100 * a['null_aligned_share']:.0f}% by chance "
+            f"(p = {a['p_aligned_share']:.2f})"
+        )
         if "median_distance" in a:
             nearer.append(a["p_median_distance"] < alpha)
-            text += (f", median distance {a['median_distance']:.2f} against {a['null_median_distance']:.2f} "
-                     f"(p = {a['p_median_distance']:.3f})")
+            text += (
+                f", median distance {a['median_distance']:.2f} against {a['null_median_distance']:.2f} "
+                f"(p = {a['p_median_distance']:.3f})"
+            )
             if "swapped_median_distance" in a:
                 text += f" and {a['swapped_median_distance']:.2f} to other prompts' switches"
         parts.append(text)
     if not parts:
         return "The alignment claim could not be tested: no prompt's target share crosses 50% on the grid."
     verdict = "holds" if all(holds) else "does not hold" if not any(holds) else "holds on one prompt set only"
-    text = (f"The paper reports the NFE switch aligned with the semantic crossover. Tested against a shuffled-u null "
-            f"(each crossover moved to a u drawn uniformly from the swept range, its prompt's switches kept, {draws} "
-            f"draws; {100 * alpha:g}% level on the share of crossovers within {threshold:g} of a switch), the claim {verdict} "
-            f"on our model: " + "; ".join(parts) + ".")
+    text = (
+        f"The paper reports the NFE switch aligned with the semantic crossover. Tested against a shuffled-u null "
+        f"(each crossover moved to a u drawn uniformly from the swept range, its prompt's switches kept, {draws} "
+        f"draws; {100 * alpha:g}% level on the share of crossovers within {threshold:g} of a switch), "
+        f"the claim {verdict} on our model: " + "; ".join(parts) + "."
+    )
     if not any(holds) and any(nearer):
         text += " The crossovers lie nearer the switches than a random u would, but not on them."
     return text + f" On '{PROMPT}' itself: " + sp["regimes_reading"] + "."
@@ -555,8 +865,10 @@ def alignment_verdict(sp: dict, alpha: float = 0.05) -> str:
 
 def _order(sec: dict, name: str) -> str:
     if sec[f"{name}_order_is_lower_bound"]:
-        return (f"≥ {sec[f'{name}_order']:.2f} (too few errors above the reference's floor "
-                f"{sec['error_floor']:.0e} to fit; bound from where it drops below)")
+        return (
+            f"≥ {sec[f'{name}_order']:.2f} (too few errors above the reference's floor "
+            f"{sec['error_floor']:.0e} to fit; bound from where it drops below)"
+        )
     return f"{sec[f'{name}_order']:.2f}"
 
 
@@ -566,29 +878,43 @@ def _cell(text: str) -> str:
 
 def results_markdown(r: dict) -> str:
     meta = r["meta"]
-    lines = ["# Experiments: the paper's figures on our model", "",
-             f"Checkpoints: `{meta['checkpoint']}` (hybrid) and `{meta['baseline']}` (discrete). "
-             f"{'Quick run (small sizes, for tests).' if meta['quick'] else 'Full run.'} "
-             f"Took {meta['total_seconds']:.0f} s on {meta['torch_threads']} thread(s). "
-             "Regenerate with `python -m steering experiments`.", "",
-             "| Section | Paper figure | Ours | How measured |", "|---|---|---|---|"]
-    lines += [f"| {_cell(row['section'])} | {_cell(row['paper'])} | {_cell(row['ours'])} | {_cell(row['how'])} |"
-              for row in r["table"]]
+    lines = [
+        "# Experiments: the paper's figures on our model",
+        "",
+        f"Checkpoints: `{meta['checkpoint']}` (hybrid) and `{meta['baseline']}` (discrete). "
+        f"{'Quick run (small sizes, for tests).' if meta['quick'] else 'Full run.'} "
+        f"Took {meta['total_seconds']:.0f} s on {meta['torch_threads']} thread(s). "
+        "Regenerate with `python -m steering experiments`.",
+        "",
+        "| Section | Paper figure | Ours | How measured |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {_cell(row['section'])} | {_cell(row['paper'])} | {_cell(row['ours'])} | {_cell(row['how'])} |"
+        for row in r["table"]
+    ]
     lines += ["", "## The paper's alignment claim", "", alignment_verdict(r["solver_probing"])]
     act = r["activation_steering"]
-    lines += ["", "## Against activation steering", "",
-              "Steering vector: mean residual stream after block 2 (model.encode) over positive minus negative "
-              f"training reviews ({act['vector_reviews_per_class']} per class), added as c·v at every position. "
-              f"Both grids: {len(act['u_grid'])} evenly spaced points symmetric about 0, each up to its "
-              f"method's limit (u: ±{act['u_limit']:g}, the control range; c: ±{act['c_limit']:.2f}, where "
-              "|c·v| equals the mean residual norm). Accuracy at magnitude m: mean of the fraction judged "
-              "positive at +m and negative at -m. Perplexity: of the continuations under the unsteered model "
-              "(u = 0 for the hybrid, c = 0 for the discrete model).", "",
-              "| method | magnitude | accuracy (classifier) | accuracy (VADER) | perplexity |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Against activation steering",
+        "",
+        "Steering vector: mean residual stream after block 2 (model.encode) over positive minus negative "
+        f"training reviews ({act['vector_reviews_per_class']} per class), added as c·v at every position. "
+        f"Both grids: {len(act['u_grid'])} evenly spaced points symmetric about 0, each up to its "
+        f"method's limit (u: ±{act['u_limit']:g}, the control range; c: ±{act['c_limit']:.2f}, where "
+        "|c·v| equals the mean residual norm). Accuracy at magnitude m: mean of the fraction judged "
+        "positive at +m and negative at -m. Perplexity: of the continuations under the unsteered model "
+        "(u = 0 for the hybrid, c = 0 for the discrete model).",
+        "",
+        "| method | magnitude | accuracy (classifier) | accuracy (VADER) | perplexity |",
+        "|---|---|---|---|---|",
+    ]
     for key in ("hybrid", "activation"):
         cur = act[key]
-        for m, a1, a2, p in zip(cur["magnitudes"], cur["accuracy_clf"], cur["accuracy_vader"],
-                                cur["paired_perplexity"]):
+        for m, a1, a2, p in zip(
+            cur["magnitudes"], cur["accuracy_clf"], cur["accuracy_vader"], cur["paired_perplexity"]
+        ):
             lines.append(f"| {cur['label']} | {m:g} | {a1:.3f} | {a2:.3f} | {p:.2f} |")
     lines += ["", "Time per section (s): " + ", ".join(f"{k} {v:.0f}" for k, v in meta["seconds"].items()), ""]
     return "\n".join(lines)
@@ -614,8 +940,10 @@ def load_results(folder: str | Path) -> dict | None:
         raise ValueError(f"{path} is not valid JSON ({err}); rerun `python -m steering experiments`") from None
     missing = [k for k in SECTIONS if k not in results]
     if missing:
-        raise ValueError(f"{path} lacks {', '.join(missing)}: it was written by another version; rerun "
-                         "`python -m steering experiments`")
+        raise ValueError(
+            f"{path} lacks {', '.join(missing)}: it was written by another version; rerun "
+            "`python -m steering experiments`"
+        )
     return results
 
 
@@ -626,7 +954,8 @@ def run(checkpoint, baseline, out, quick: bool) -> str:
 
 
 def _shown_path(path) -> str:
-    """A checkpoint path relative to the repository when it lies inside it, so committed results read the same anywhere."""
+    """A checkpoint path relative to the repository when it lies inside it, so committed results read the same
+    anywhere."""
     root = Path(__file__).resolve().parent.parent
     try:
         return str(Path(path).resolve().relative_to(root))

@@ -12,6 +12,7 @@ Fixed-step solvers (and the discrete model) decode on the fast path of steering/
 by default: the same tokens from fewer, fused ops on a static cache. fast=False keeps the
 general path below (the reference the fast one is tested and benchmarked against).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -61,18 +62,25 @@ class Cancelled(Exception):
 
 @dataclass
 class Generation:
-    text: str                  # prompt + continuation
+    text: str  # prompt + continuation
     prompt: str
     continuation: str
     sentiment: float
     style: float
-    nfe: int                   # field evaluations summed over all decoding steps
+    nfe: int  # field evaluations summed over all decoding steps
     tokens: list[int] = field(default_factory=list)
-    notice: str = ""           # e.g. that a long prompt was cut to its tail
+    notice: str = ""  # e.g. that a long prompt was cut to its tail
 
     def to_dict(self) -> dict:
-        return {"text": self.text, "prompt": self.prompt, "continuation": self.continuation,
-                "sentiment": self.sentiment, "style": self.style, "nfe": self.nfe, "notice": self.notice}
+        return {
+            "text": self.text,
+            "prompt": self.prompt,
+            "continuation": self.continuation,
+            "sentiment": self.sentiment,
+            "style": self.style,
+            "nfe": self.nfe,
+            "notice": self.notice,
+        }
 
 
 def prompt_ids(tok, prompt: str, block_size: int, max_new_tokens: int) -> tuple[list[int], str]:
@@ -80,9 +88,12 @@ def prompt_ids(tok, prompt: str, block_size: int, max_new_tokens: int) -> tuple[
     ids = [bos_id(tok)] + encode(tok, prompt)
     room = block_size - max_new_tokens
     if len(ids) > room:
-        kept = ids[len(ids) - room:]
-        return kept, f"The prompt is {len(ids) - 1} tokens; only its last {len(kept)} fit the context with " \
-                     f"{max_new_tokens} new tokens, so the start was dropped."
+        kept = ids[len(ids) - room :]
+        return (
+            kept,
+            f"The prompt is {len(ids) - 1} tokens; only its last {len(kept)} fit the context with "
+            f"{max_new_tokens} new tokens, so the start was dropped.",
+        )
     return ids, ""
 
 
@@ -94,7 +105,7 @@ def filter_logits(logits: torch.Tensor, temperature: float, top_k: int | None, t
     if top_p is not None and top_p < 1.0:
         sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
         cumulative = sorted_logits.softmax(-1).cumsum(-1)
-        drop = cumulative - sorted_logits.softmax(-1) > top_p   # keep the token that crosses top_p
+        drop = cumulative - sorted_logits.softmax(-1) > top_p  # keep the token that crosses top_p
         sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
         logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
     return logits
@@ -110,10 +121,10 @@ def penalize_repeats(logits: torch.Tensor, history: torch.Tensor, sampling: Samp
     n = sampling.no_repeat_ngram
     if n and history.shape[1] >= n:
         logits = logits.clone()
-        grams = history.unfold(1, n, 1)                           # [rows, windows, n]
+        grams = history.unfold(1, n, 1)  # [rows, windows, n]
         for row in range(history.shape[0]):
-            tail = history[row, history.shape[1] - n + 1:]       # the n - 1 tokens a new n-gram would start with
-            match = (grams[row, :, :n - 1] == tail).all(-1) if n > 1 else torch.ones(grams.shape[1], dtype=torch.bool)
+            tail = history[row, history.shape[1] - n + 1 :]  # the n - 1 tokens a new n-gram would start with
+            match = (grams[row, :, : n - 1] == tail).all(-1) if n > 1 else torch.ones(grams.shape[1], dtype=torch.bool)
             logits[row, grams[row, match, n - 1]] = float("-inf")
     return logits
 
@@ -132,20 +143,29 @@ def check_sampling_args(max_new_tokens: int, block_size: int):
         raise ValueError(f"max_new_tokens must be in [1, {block_size - 1}], got {max_new_tokens}")
 
 
-@torch.inference_mode()   # lighter than no_grad per op; decoding one token at a time is overhead-bound
-def sample_tokens(model, ids: list[int], u: torch.Tensor, max_new_tokens: int, *, n: int = 1,
-                  sampling: Sampling = DEFAULT_SAMPLING, seed: int = 0,
-                  solver: SolverConfig = TRAINING_SOLVER, use_cache: bool = True,
-                  fast: bool = True) -> tuple[torch.Tensor, int]:
+@torch.inference_mode()  # lighter than no_grad per op; decoding one token at a time is overhead-bound
+def sample_tokens(
+    model,
+    ids: list[int],
+    u: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    n: int = 1,
+    sampling: Sampling = DEFAULT_SAMPLING,
+    seed: int = 0,
+    solver: SolverConfig = TRAINING_SOLVER,
+    use_cache: bool = True,
+    fast: bool = True,
+) -> tuple[torch.Tensor, int]:
     """n continuations of one prompt: (new token ids [n, max_new_tokens], total NFE).
 
     fast: decode on steering/decode.py's fast path where it applies (with the cache, a fixed-step
     solver or the discrete model); the tokens are the same either way."""
     if fast and use_cache:
         from .decode import can_decode_fast, fast_sample_tokens
+
         if can_decode_fast(model, solver):
-            return fast_sample_tokens(model, ids, u, max_new_tokens, n=n, sampling=sampling, seed=seed,
-                                      solver=solver)
+            return fast_sample_tokens(model, ids, u, max_new_tokens, n=n, sampling=sampling, seed=seed, solver=solver)
     device = next(model.parameters()).device
     gen = torch.Generator(device="cpu").manual_seed(seed)
     x = torch.tensor([ids] * n, dtype=torch.long, device=device)
@@ -172,10 +192,22 @@ def sample_tokens(model, ids: list[int], u: torch.Tensor, max_new_tokens: int, *
     return torch.cat(new, dim=1), nfe
 
 
-def generate(model, tok, prompt: str, sentiment: float = 0.0, style: float = 0.0, *, n: int = 1,
-             max_new_tokens: int = 40, sampling: Sampling = DEFAULT_SAMPLING, seed: int = 0,
-             solver: SolverConfig = TRAINING_SOLVER, use_cache: bool = True, fast: bool = True,
-             **sampling_overrides) -> list[Generation]:
+def generate(
+    model,
+    tok,
+    prompt: str,
+    sentiment: float = 0.0,
+    style: float = 0.0,
+    *,
+    n: int = 1,
+    max_new_tokens: int = 40,
+    sampling: Sampling = DEFAULT_SAMPLING,
+    seed: int = 0,
+    solver: SolverConfig = TRAINING_SOLVER,
+    use_cache: bool = True,
+    fast: bool = True,
+    **sampling_overrides,
+) -> list[Generation]:
     """Steered continuations of a prompt (any text; an empty prompt starts from BOS).
 
     sampling_overrides (temperature=..., top_k=..., ...) replace fields of `sampling`."""
@@ -186,13 +218,23 @@ def generate(model, tok, prompt: str, sentiment: float = 0.0, style: float = 0.0
     check_sampling_args(max_new_tokens, block_size)
     u = validate_control([sentiment, style])
     ids, notice = prompt_ids(tok, prompt, block_size, max_new_tokens)
-    new, nfe = sample_tokens(model, ids, u, max_new_tokens, n=n, sampling=sampling, seed=seed, solver=solver,
-                             use_cache=use_cache, fast=fast)
+    new, nfe = sample_tokens(
+        model, ids, u, max_new_tokens, n=n, sampling=sampling, seed=seed, solver=solver, use_cache=use_cache, fast=fast
+    )
     shown_prompt = decode(tok, ids)
     results = []
     for row in new.tolist():
         continuation = decode(tok, row)
-        results.append(Generation(text=shown_prompt + continuation, prompt=prompt, continuation=continuation,
-                                  sentiment=float(sentiment), style=float(style), nfe=nfe, tokens=row,
-                                  notice=notice))
+        results.append(
+            Generation(
+                text=shown_prompt + continuation,
+                prompt=prompt,
+                continuation=continuation,
+                sentiment=float(sentiment),
+                style=float(style),
+                nfe=nfe,
+                tokens=row,
+                notice=notice,
+            )
+        )
     return results

@@ -28,6 +28,7 @@ of it, byte for byte, with
 If the folder is missing, the files are built on first use into ~/.cache/steering/judge
 (or $STEERING_JUDGE_DIR when set).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,7 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -59,25 +60,44 @@ class JudgeSpec:
     """How a linear judge reads text and which label it predicts."""
 
     name: str
-    positive_class: str            # what P >= 0.5 means
+    positive_class: str  # what P >= 0.5 means
     negative_class: str
     lowercase: bool
     token_pattern: str
     ngram_max: int
     max_features: int
     min_df: int = 3
-    C: float = 1.0                 # scikit-learn's default; not tuned
+    C: float = 1.0  # scikit-learn's default; not tuned
 
     def vectorizer_kwargs(self) -> dict:
-        return dict(lowercase=self.lowercase, token_pattern=self.token_pattern, ngram_range=(1, self.ngram_max),
-                    sublinear_tf=True, dtype=np.float64)
+        return dict(
+            lowercase=self.lowercase,
+            token_pattern=self.token_pattern,
+            ngram_range=(1, self.ngram_max),
+            sublinear_tf=True,
+            dtype=np.float64,
+        )
 
 
-SENTIMENT_SPEC = JudgeSpec("sentiment", "positive", "negative", lowercase=True,
-                           token_pattern=r"[a-z0-9]+(?:'[a-z]+)?", ngram_max=2, max_features=50_000)
+SENTIMENT_SPEC = JudgeSpec(
+    "sentiment",
+    "positive",
+    "negative",
+    lowercase=True,
+    token_pattern=r"[a-z0-9]+(?:'[a-z]+)?",
+    ngram_max=2,
+    max_features=50_000,
+)
 # "\s?[^\w\s]" keeps the space before a punctuation mark, so "film ." (RT) differs from "film." (IMDB)
-STYLE_SPEC = JudgeSpec("style", "imdb", "rotten_tomatoes", lowercase=False,
-                       token_pattern=r"\w+|\s?[^\w\s]", ngram_max=1, max_features=20_000)
+STYLE_SPEC = JudgeSpec(
+    "style",
+    "imdb",
+    "rotten_tomatoes",
+    lowercase=False,
+    token_pattern=r"\w+|\s?[^\w\s]",
+    ngram_max=1,
+    max_features=20_000,
+)
 SPECS = {s.name: s for s in (SENTIMENT_SPEC, STYLE_SPEC)}
 
 
@@ -88,20 +108,31 @@ def review_target(spec: JudgeSpec, review: data.Review) -> int:
 class LinearTextJudge:
     """TF-IDF features and a logistic regression, from plain arrays."""
 
-    def __init__(self, spec: JudgeSpec, vocabulary: list[str], idf: np.ndarray, coef: np.ndarray,
-                 intercept: float, heldout_accuracy: float | None = None):
+    def __init__(
+        self,
+        spec: JudgeSpec,
+        vocabulary: list[str],
+        idf: np.ndarray,
+        coef: np.ndarray,
+        intercept: float,
+        heldout_accuracy: float | None = None,
+    ):
         from sklearn.feature_extraction.text import TfidfVectorizer
+
         if not (len(vocabulary) == len(idf) == len(coef)):
-            raise ValueError(f"{spec.name} judge: vocabulary, idf and coef lengths differ "
-                             f"({len(vocabulary)}, {len(idf)}, {len(coef)})")
+            raise ValueError(
+                f"{spec.name} judge: vocabulary, idf and coef lengths differ "
+                f"({len(vocabulary)}, {len(idf)}, {len(coef)})"
+            )
         self.spec = spec
         self.vocabulary = vocabulary
         self.idf = np.asarray(idf, dtype=np.float64)
         self.coef = np.asarray(coef, dtype=np.float64)
         self.intercept = float(intercept)
         self.heldout_accuracy = heldout_accuracy
-        self._vectorizer = TfidfVectorizer(vocabulary={t: i for i, t in enumerate(vocabulary)},
-                                           **spec.vectorizer_kwargs())
+        self._vectorizer = TfidfVectorizer(
+            vocabulary={t: i for i, t in enumerate(vocabulary)}, **spec.vectorizer_kwargs()
+        )
         self._vectorizer.idf_ = self.idf
 
     def probability(self, texts: list[str]) -> np.ndarray:
@@ -122,31 +153,51 @@ class LinearTextJudge:
         return float((self.predict([r.text for r in reviews]) == targets).mean())
 
     @classmethod
-    def from_sklearn(cls, spec: JudgeSpec, vectorizer, classifier) -> "LinearTextJudge":
-        return cls(spec, vectorizer.get_feature_names_out().tolist(), vectorizer.idf_,
-                   classifier.coef_.ravel(), float(classifier.intercept_[0]))
+    def from_sklearn(cls, spec: JudgeSpec, vectorizer, classifier) -> LinearTextJudge:
+        return cls(
+            spec,
+            vectorizer.get_feature_names_out().tolist(),
+            vectorizer.idf_,
+            classifier.coef_.ravel(),
+            float(classifier.intercept_[0]),
+        )
 
     def save(self, folder: Path, meta: dict):
         folder.mkdir(parents=True, exist_ok=True)
-        save_file({"idf": self.idf.astype(np.float32), "coef": self.coef.astype(np.float32),
-                   "intercept": np.array([self.intercept], dtype=np.float32)},
-                  str(folder / f"{self.spec.name}.safetensors"))
-        doc = {"spec": self.spec.__dict__, "meta": {**meta, "heldout_accuracy": self.heldout_accuracy},
-               "vocabulary": self.vocabulary}
+        save_file(
+            {
+                "idf": self.idf.astype(np.float32),
+                "coef": self.coef.astype(np.float32),
+                "intercept": np.array([self.intercept], dtype=np.float32),
+            },
+            str(folder / f"{self.spec.name}.safetensors"),
+        )
+        doc = {
+            "spec": self.spec.__dict__,
+            "meta": {**meta, "heldout_accuracy": self.heldout_accuracy},
+            "vocabulary": self.vocabulary,
+        }
         (folder / f"{self.spec.name}.json").write_text(json.dumps(doc, sort_keys=True, ensure_ascii=False))
 
     @classmethod
-    def load(cls, folder: Path, name: str) -> "LinearTextJudge":
+    def load(cls, folder: Path, name: str) -> LinearTextJudge:
         doc = json.loads((folder / f"{name}.json").read_text())
         arrays = load_file(str(folder / f"{name}.safetensors"))
-        return cls(JudgeSpec(**doc["spec"]), doc["vocabulary"], arrays["idf"], arrays["coef"],
-                   float(arrays["intercept"][0]), doc["meta"].get("heldout_accuracy"))
+        return cls(
+            JudgeSpec(**doc["spec"]),
+            doc["vocabulary"],
+            arrays["idf"],
+            arrays["coef"],
+            float(arrays["intercept"][0]),
+            doc["meta"].get("heldout_accuracy"),
+        )
 
 
 def fit_sklearn(spec: JudgeSpec, texts: list[str], targets) -> tuple:
     """(fitted TfidfVectorizer, fitted LogisticRegression)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
+
     vectorizer = TfidfVectorizer(min_df=spec.min_df, max_features=spec.max_features, **spec.vectorizer_kwargs())
     features = vectorizer.fit_transform(texts)
     classifier = LogisticRegression(C=spec.C, max_iter=2000).fit(features, np.asarray(targets))
@@ -154,8 +205,9 @@ def fit_sklearn(spec: JudgeSpec, texts: list[str], targets) -> tuple:
 
 
 def train_judge(spec: JudgeSpec, train_reviews, heldout_reviews) -> LinearTextJudge:
-    vectorizer, classifier = fit_sklearn(spec, [r.text for r in train_reviews],
-                                         [review_target(spec, r) for r in train_reviews])
+    vectorizer, classifier = fit_sklearn(
+        spec, [r.text for r in train_reviews], [review_target(spec, r) for r in train_reviews]
+    )
     judge = LinearTextJudge.from_sklearn(spec, vectorizer, classifier)
     judge.heldout_accuracy = judge.accuracy(heldout_reviews)
     return judge
@@ -165,7 +217,7 @@ def split_fingerprint(reviews) -> str:
     """sha1 over the texts and labels, so a judge can be matched to the split it was trained on."""
     digest = hashlib.sha1()
     for r in reviews:
-        digest.update(f"{r.label}\t{r.source}\t{r.text}\n".encode("utf-8"))
+        digest.update(f"{r.label}\t{r.source}\t{r.text}\n".encode())
     return digest.hexdigest()
 
 
@@ -180,8 +232,7 @@ def build_judges(folder: str | Path = SHIPPED_DIR) -> dict:
     """Train both classifiers and count the training words; write everything into folder."""
     folder = Path(folder)
     train, heldout = data.train_reviews(), data.heldout_reviews()
-    meta = {"train_fingerprint": split_fingerprint(train), "train_reviews": len(train),
-            "heldout_reviews": len(heldout)}
+    meta = {"train_fingerprint": split_fingerprint(train), "train_reviews": len(train), "heldout_reviews": len(heldout)}
     accuracies = {}
     for spec in SPECS.values():
         judge = train_judge(spec, train, heldout)
@@ -209,7 +260,7 @@ def _judge_files() -> list[str]:
     return [f"{n}.{ext}" for n in SPECS for ext in ("json", "safetensors")] + [WORDS_FILE]
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_judge(name: str) -> LinearTextJudge:
     if name not in SPECS:
         raise ValueError(f"unknown judge {name!r}; choose one of {', '.join(SPECS)}")
@@ -233,6 +284,7 @@ def training_words() -> frozenset[str]:
 @lru_cache(maxsize=1)
 def _vader():
     from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
     return SentimentIntensityAnalyzer()
 
 
@@ -252,17 +304,18 @@ def vader_verdict(compound: np.ndarray) -> np.ndarray:
 class SentimentVerdicts:
     """Both judges on the same texts. Verdicts: +1 positive, -1 negative, 0 neither."""
 
-    classifier_probability: np.ndarray   # P(positive)
-    classifier: np.ndarray               # +1 / -1 (the classifier always decides)
+    classifier_probability: np.ndarray  # P(positive)
+    classifier: np.ndarray  # +1 / -1 (the classifier always decides)
     vader_compound: np.ndarray
-    vader: np.ndarray                    # +1 / 0 / -1
+    vader: np.ndarray  # +1 / 0 / -1
 
 
 def judge_sentiment(texts: list[str]) -> SentimentVerdicts:
     probability = sentiment_judge().probability(texts)
     compound = vader_compound(texts)
-    return SentimentVerdicts(probability, np.where(probability >= CLASSIFIER_THRESHOLD, 1, -1),
-                             compound, vader_verdict(compound))
+    return SentimentVerdicts(
+        probability, np.where(probability >= CLASSIFIER_THRESHOLD, 1, -1), compound, vader_verdict(compound)
+    )
 
 
 def judge_style(texts: list[str]) -> np.ndarray:
@@ -271,8 +324,10 @@ def judge_style(texts: list[str]) -> np.ndarray:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m steering.judge",
-                                     description="train the sentiment and style judges and write them as plain files")
+    parser = argparse.ArgumentParser(
+        prog="python -m steering.judge",
+        description="train the sentiment and style judges and write them as plain files",
+    )
     parser.add_argument("--out", default=str(SHIPPED_DIR), help="output folder (default assets/judge)")
     args = parser.parse_args(argv)
     accuracies = build_judges(args.out)

@@ -9,6 +9,7 @@ Both share one API, so the trainer, the sampler and the analysis code treat them
     middle(h, u)         the ODE block (hybrid) or 2 blocks (discrete)
     decode(h)            blocks after the middle + norm + head   -> logits
 """
+
 from __future__ import annotations
 
 import math
@@ -24,22 +25,22 @@ from .ode import TRAINING_SOLVER, BlockSolve, ControlledVectorField, SolverConfi
 
 @dataclass
 class ModelConfig:
-    arch: str = "hybrid"          # "hybrid" or "discrete"
+    arch: str = "hybrid"  # "hybrid" or "discrete"
     vocab_size: int = 4096
-    block_size: int = 128         # context length in tokens
+    block_size: int = 128  # context length in tokens
     d_model: int = 256
     n_heads: int = 4
-    n_pre: int = 2                # discrete blocks before the middle
-    n_mid: int = 2                # discrete blocks the ODE block replaces
-    n_post: int = 2               # discrete blocks after the middle
+    n_pre: int = 2  # discrete blocks before the middle
+    n_mid: int = 2  # discrete blocks the ODE block replaces
+    n_post: int = 2  # discrete blocks after the middle
     mlp_ratio: int = 4
-    control_dim: int = 2          # (sentiment, style)
+    control_dim: int = 2  # (sentiment, style)
     control_embed_dim: int = 32
     field_hidden: int = 512
-    field_heads: int = 0          # > 0: the field also attends over the tokens (a continuous transformer block)
-    field_norm: str = "layer"     # "layer": LayerNorm(H(τ)); "entry": normalised with H(0)'s statistics (ode.py)
+    field_heads: int = 0  # > 0: the field also attends over the tokens (a continuous transformer block)
+    field_norm: str = "layer"  # "layer": LayerNorm(H(τ)); "entry": normalised with H(0)'s statistics (ode.py)
     alpha_init: float = 0.1
-    split_control: bool = False   # the field embeds u > 0 and u < 0 with separate weights (ode.py)
+    split_control: bool = False  # the field embeds u > 0 and u < 0 with separate weights (ode.py)
 
     def __post_init__(self):
         if self.arch not in ("hybrid", "discrete"):
@@ -55,7 +56,7 @@ class ModelConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ModelConfig":
+    def from_dict(cls, data: dict) -> ModelConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -102,24 +103,19 @@ class _SandwichTransformer(nn.Module):
             elif isinstance(module, nn.Embedding):
                 nn.init.normal_(module.weight, std=0.02)
 
-    def encode(self, idx: torch.Tensor, caches: list[dict] | None = None, start: int = 0,
-               skip_last: bool = False) -> torch.Tensor:
+    def encode(self, idx: torch.Tensor, caches: list[dict] | None = None, start: int = 0) -> torch.Tensor:
         tokens = idx.shape[1]
         if start + tokens > self.config.block_size:
             raise ValueError(f"sequence of {start + tokens} tokens exceeds the context of {self.config.block_size}")
         pos = torch.arange(start, start + tokens, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for i, block in enumerate(self.pre):
-            if skip_last and i == len(self.pre) - 1:
-                continue
             x = block(x, None if caches is None else caches[i])
         return x
 
-    def decode(self, h: torch.Tensor, caches: list[dict] | None = None, skip_first: bool = False) -> torch.Tensor:
+    def decode(self, h: torch.Tensor, caches: list[dict] | None = None) -> torch.Tensor:
         offset = len(self.pre) + self._n_mid_cached
         for i, block in enumerate(self.post):
-            if skip_first and i == 0:
-                continue
             h = block(h, None if caches is None else caches[offset + i])
         return self.ln_f(h) @ self.wte.weight.T
 
@@ -132,24 +128,25 @@ class _SandwichTransformer(nn.Module):
             n -= self.wte.weight.numel() + self.wpe.weight.numel()
         return n
 
-    def forward(self, idx, u=None, solver: SolverConfig | None = None, roughness_relative_to: str = "state",
-                skip_neighbors: tuple[bool, bool] = (False, False)):
-        """Logits [batch, tokens, vocab] and the path roughness of the middle block (0 if discrete).
-
-        skip_neighbors leaves out the last block before the middle and/or the first after it
-        (training-time layer drop: the middle must then do their work, so it cannot be routed around).
-        """
-        h0 = self.encode(idx, skip_last=skip_neighbors[0])
+    def forward(self, idx, u=None, solver: SolverConfig | None = None, roughness_relative_to: str = "state"):
+        """Logits [batch, tokens, vocab] and the path roughness of the middle block (0 if discrete)."""
+        h0 = self.encode(idx)
         h1, roughness = self._middle_for_training(h0, u, solver, roughness_relative_to)
-        return self.decode(h1, skip_first=skip_neighbors[1]), roughness
+        return self.decode(h1), roughness
 
 
 class HybridODETransformer(_SandwichTransformer):
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
-        self.field = ControlledVectorField(cfg.d_model, cfg.control_dim, cfg.control_embed_dim,
-                                           cfg.field_hidden, cfg.alpha_init, mix_heads=cfg.field_heads,
-                                           norm_mode=cfg.field_norm)
+        self.field = ControlledVectorField(
+            cfg.d_model,
+            cfg.control_dim,
+            cfg.control_embed_dim,
+            cfg.field_hidden,
+            cfg.alpha_init,
+            mix_heads=cfg.field_heads,
+            norm_mode=cfg.field_norm,
+        )
         self._init_gpt_style()
         self.field.reset_parameters()
         if cfg.split_control:
@@ -175,16 +172,18 @@ class HybridODETransformer(_SandwichTransformer):
         u = torch.as_tensor(u, dtype=torch.float32, device=device)
         return u.unsqueeze(0).expand(batch, -1) if u.dim() == 1 else u
 
-    def middle(self, h0, u=None, solver: SolverConfig = TRAINING_SOLVER, tau=None,
-               record_outputs: bool = False, caches=None) -> BlockSolve:
+    def middle(
+        self, h0, u=None, solver: SolverConfig = TRAINING_SOLVER, tau=None, record_outputs: bool = False, caches=None
+    ) -> BlockSolve:
         u = self.control_or_zero(u, h0.shape[0], h0.device)
         kv_cache = caches[len(self.pre)] if caches is not None and self.field.mix is not None else None
         return solve_block(self.field, h0, u, solver, tau, record_outputs, kv_cache)
 
     def _middle_for_training(self, h0, u, solver, roughness_relative_to="state"):
         result = self.middle(h0, u, solver or TRAINING_SOLVER, record_outputs=self.training)
-        roughness = (path_roughness(result.field_outputs, h0, roughness_relative_to) if self.training
-                     else h0.new_zeros(()))
+        roughness = (
+            path_roughness(result.field_outputs, h0, roughness_relative_to) if self.training else h0.new_zeros(())
+        )
         return result.final, roughness
 
     def ode_parameters(self):

@@ -6,11 +6,12 @@ The control u reaches the network only here, at every depth. This module does no
 know about the transformer around it: it takes a state tensor H of shape
 [batch, tokens, d_model] and a control of shape [batch, control_dim].
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 import torch
 import torch.nn as nn
@@ -79,7 +80,9 @@ def validate_control(u, control_dim: int = len(CONTROL_AXES)) -> torch.Tensor:
     if u.dim() == 1:
         u = u.unsqueeze(0)
     if u.dim() != 2 or u.shape[-1] != control_dim:
-        raise ValueError(f"control must have {control_dim} values ({', '.join(CONTROL_AXES)}), got shape {tuple(u.shape)}")
+        raise ValueError(
+            f"control must have {control_dim} values ({', '.join(CONTROL_AXES)}), got shape {tuple(u.shape)}"
+        )
     if not torch.isfinite(u).all():
         raise ValueError("control values must be finite numbers")
     if u.abs().max() > CONTROL_LIMIT:
@@ -118,12 +121,20 @@ class ControlledVectorField(nn.Module):
     each token's mean and scale at the block's entry, (H(τ) - μ(H(0))) / σ(H(0)) · g + b: a
     fixed affine change of coordinates along the path. Under "layer" a write the field does
     not read still bends its path, since it changes σ(H) and so the scale of what the field
-    reads (README: "Why the field curves"); under "entry" the field changes along its path only
+    reads (docs/journal.md, "Why the field curves" (OV1, OV10)); under "entry" the field changes along its path only
     through what it reads of its own writes, which `read_write_overlap` measures.
     """
 
-    def __init__(self, d_model: int, control_dim: int, control_embed_dim: int, hidden: int, alpha_init: float,
-                 mix_heads: int = 0, norm_mode: str = "layer"):
+    def __init__(
+        self,
+        d_model: int,
+        control_dim: int,
+        control_embed_dim: int,
+        hidden: int,
+        alpha_init: float,
+        mix_heads: int = 0,
+        norm_mode: str = "layer",
+    ):
         super().__init__()
         if norm_mode not in FIELD_NORMS:
             raise ValueError(f"norm_mode must be one of {', '.join(FIELD_NORMS)}, got {norm_mode!r}")
@@ -132,7 +143,7 @@ class ControlledVectorField(nn.Module):
         self.kv_cache: dict[int, dict] | None = None
         self.norm = nn.LayerNorm(d_model)
         self.control_embed = nn.Linear(control_dim, control_embed_dim, bias=False)
-        self.control_embed_negative: nn.Linear | None = None   # W₋, once split
+        self.control_embed_negative: nn.Linear | None = None  # W₋, once split
         self.fc_in = nn.Linear(d_model + control_embed_dim + 1, hidden)
         self.fc_out = nn.Linear(hidden, d_model)
         self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
@@ -164,20 +175,20 @@ class ControlledVectorField(nn.Module):
         if entry_stats is None:
             raise ValueError("an entry-normalised field needs its path's entry statistics (bind it to H(0))")
         mean, scale = entry_stats
-        if not torch.is_grad_enabled():   # the same arithmetic in place: fewer buffers when decoding or measuring
+        if not torch.is_grad_enabled():  # the same arithmetic in place: fewer buffers when decoding or measuring
             return torch.sub(h, mean).div_(scale).mul_(self.norm.weight).add_(self.norm.bias)
         return (h - mean) / scale * self.norm.weight + self.norm.bias
 
-    def bind(self, u: torch.Tensor, h0: torch.Tensor, precompute: bool = True) -> "_FieldUnderControl":
+    def bind(self, u: torch.Tensor, h0: torch.Tensor, precompute: bool = True) -> _FieldUnderControl:
         """f(τ, H) for the path that starts at h0 under control u, as torchdiffeq wants it."""
-        return _FieldUnderControl(self, u, self.entry_statistics(h0) if self.norm_mode == "entry" else None,
-                                  precompute)
+        return _FieldUnderControl(self, u, self.entry_statistics(h0) if self.norm_mode == "entry" else None, precompute)
 
     def split_control_embedding(self):
         """W₋ := a copy of W, so e(u) is unchanged until training moves the two signs apart."""
         if self.control_embed_negative is None:
-            self.control_embed_negative = nn.Linear(self.control_embed.in_features, self.control_embed.out_features,
-                                                    bias=False).to(self.control_embed.weight)
+            self.control_embed_negative = nn.Linear(
+                self.control_embed.in_features, self.control_embed.out_features, bias=False
+            ).to(self.control_embed.weight)
             with torch.no_grad():
                 self.control_embed_negative.weight.copy_(self.control_embed.weight)
 
@@ -189,12 +200,17 @@ class ControlledVectorField(nn.Module):
     def control_features(self, u: torch.Tensor) -> torch.Tensor:
         """The control's share of the first layer's pre-activation, [batch, 1, hidden]: fixed along τ."""
         d, e = self.norm.normalized_shape[0], self.control_embed.out_features
-        w_u = self.fc_in.weight[:, d:d + e]
+        w_u = self.fc_in.weight[:, d : d + e]
         return F.linear(self.embed_control(u), w_u, self.fc_in.bias).unsqueeze(1)
 
-    def forward(self, tau: torch.Tensor, h: torch.Tensor, u: torch.Tensor | None = None,
-                control_features: torch.Tensor | None = None,
-                entry_stats: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        tau: torch.Tensor,
+        h: torch.Tensor,
+        u: torch.Tensor | None = None,
+        control_features: torch.Tensor | None = None,
+        entry_stats: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         """α·F at depth τ for states h [batch, tokens, d] under control u [batch, c].
 
         fc_in acts on concat(norm(h), e(u), τ); it is applied as the sum of its three column
@@ -236,7 +252,7 @@ class ControlledVectorField(nn.Module):
         the "entry" norm subtracts a fixed mean, so it sees the shift). Forward Euler
         errs by how much α·F changes along its own path, and F changes along the path because
         its reads see its writes. With no overlap, what is left of that change comes from the
-        norm's scale, which the writes still move under "layer" (README: the OV runs) and not
+        norm's scale, which the writes still move under "layer" (docs/journal.md: the OV1 and OV10 runs) and not
         under "entry". The ratio is blind to
         the weights' size, so lowering it cannot shrink the update.
         """
@@ -246,8 +262,11 @@ class ControlledVectorField(nn.Module):
         reads = [read * self.norm.weight for read in reads]
         if self.norm_mode == "layer":
             writes = [write - write.mean(0, keepdim=True) for write in writes]
-        overlaps = [(read @ write).pow(2).sum() / (read.pow(2).sum() * write.pow(2).sum()).clamp_min(1e-20)
-                    for read in reads for write in writes]
+        overlaps = [
+            (read @ write).pow(2).sum() / (read.pow(2).sum() * write.pow(2).sum()).clamp_min(1e-20)
+            for read in reads
+            for write in writes
+        ]
         return d * torch.stack(overlaps).mean()
 
 
@@ -271,10 +290,10 @@ class _FieldUnderControl(nn.Module):
 
 @dataclass
 class BlockSolve:
-    states: torch.Tensor       # [len(tau), batch, tokens, d_model]
-    tau: torch.Tensor          # the grid the states are given on
-    nfe: int                   # vector-field evaluations in this solve (forward only)
-    eval_taus: list[float]     # τ at which the field was evaluated, in call order
+    states: torch.Tensor  # [len(tau), batch, tokens, d_model]
+    tau: torch.Tensor  # the grid the states are given on
+    nfe: int  # vector-field evaluations in this solve (forward only)
+    eval_taus: list[float]  # τ at which the field was evaluated, in call order
     field_outputs: list[torch.Tensor] | None = None  # α·F at each evaluation, when recorded
 
     @property
@@ -297,8 +316,10 @@ def solve_block(
     h0 then holds only the tokens after the cached ones) needs a fixed-step solver.
     """
     if kv_cache is not None and not solver.is_fixed:
-        raise ValueError(f"cached decoding needs a fixed-step solver; {solver.method} picks its steps "
-                         "from all the tokens it integrates, so integrate the whole sequence")
+        raise ValueError(
+            f"cached decoding needs a fixed-step solver; {solver.method} picks its steps "
+            "from all the tokens it integrates, so integrate the whole sequence"
+        )
     tau = validate_tau_grid([0.0, 1.0] if tau is None else tau).to(h0.device)
     if float(tau[0]) != 0.0:
         # the block always starts at τ = 0; a grid that starts later is read off a full solve
@@ -352,8 +373,9 @@ def _solve(field, h0, u, solver, tau, tau_full) -> BlockSolve:
     return BlockSolve(states=states, tau=tau, nfe=field.nfe, eval_taus=list(field.eval_taus), field_outputs=outputs)
 
 
-def _euler_endpoints(field: ControlledVectorField, h0: torch.Tensor, u: torch.Tensor, steps: int,
-                     tau: torch.Tensor) -> BlockSolve:
+def _euler_endpoints(
+    field: ControlledVectorField, h0: torch.Tensor, u: torch.Tensor, steps: int, tau: torch.Tensor
+) -> BlockSolve:
     """Forward Euler from τ=0 to 1, states at both ends: the same arithmetic as torchdiffeq's
     "euler" on the grid (0, 1), without its per-call bookkeeping, which dominates when one
     token is decoded at a time (generation with the KV cache, the app's slider)."""
@@ -367,8 +389,9 @@ def _euler_endpoints(field: ControlledVectorField, h0: torch.Tensor, u: torch.Te
         h = torch.add(h, f, alpha=dt) if exact_fma else h + dt * f
     outputs = field.recorded_outputs
     field.recorded_outputs = None
-    return BlockSolve(states=torch.stack([h0, h]), tau=tau, nfe=field.nfe, eval_taus=list(field.eval_taus),
-                      field_outputs=outputs)
+    return BlockSolve(
+        states=torch.stack([h0, h]), tau=tau, nfe=field.nfe, eval_taus=list(field.eval_taus), field_outputs=outputs
+    )
 
 
 def path_roughness(field_outputs: list[torch.Tensor], h0: torch.Tensor, relative_to: str = "state") -> torch.Tensor:
@@ -379,14 +402,15 @@ def path_roughness(field_outputs: list[torch.Tensor], h0: torch.Tensor, relative
     what its global error grows with, so penalising it keeps a few Euler steps
     faithful to the continuous solution at no extra field evaluations. Relative to the
     state, the cheapest way to lower it is a smaller field (at the demo weight it holds the
-    block near the identity at u = 0 early in training; README, pilots R0-R400). Relative
-    to the field itself it is blind to the field's size and asks only for a straight path.
+    block near the identity at u = 0 early in training: pilots R0-R400,
+    docs/journal.md#stage-1-pilots-p0-r400). Relative to the field itself it is blind to
+    the field's size and asks only for a straight path.
     """
     if relative_to not in ("state", "field"):
         raise ValueError(f"relative_to must be 'state' or 'field', got {relative_to!r}")
     if len(field_outputs) < 2:
         return h0.new_zeros(())
-    field_outputs = [out.float() for out in field_outputs]   # fp32 even under bf16 autocast: a small difference
+    field_outputs = [out.float() for out in field_outputs]  # fp32 even under bf16 autocast: a small difference
     diffs = torch.stack([(b - a).pow(2).sum(-1) for a, b in zip(field_outputs[:-1], field_outputs[1:])])
     if relative_to == "field":
         size = torch.stack([out.pow(2).sum(-1) for out in field_outputs]).mean()

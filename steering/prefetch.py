@@ -11,6 +11,7 @@ batch, then the next session's, in turn, so one session's range never starves an
 session's step. A batch in progress stops early (cooperatively, between tokens) once no
 session wants any of its keys any more: the inputs changed again.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -19,7 +20,7 @@ import itertools
 import threading
 import time
 from collections import Counter, OrderedDict
-from typing import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 
 _local = threading.local()
 
@@ -121,9 +122,16 @@ class Prefetcher:
     run by as much as the computation itself.
     """
 
-    def __init__(self, compute: Callable[[Hashable], object], max_entries: int = 512, delay: float = 0.0,
-                 compute_many: Callable[[Sequence[Hashable], Callable[[], bool]], list] | None = None,
-                 batch: int = 8, single: int = 2, on_done: Callable[[Hashable, float, int, Hashable], None] | None = None):
+    def __init__(
+        self,
+        compute: Callable[[Hashable], object],
+        max_entries: int = 512,
+        delay: float = 0.0,
+        compute_many: Callable[[Sequence[Hashable], Callable[[], bool]], list] | None = None,
+        batch: int = 8,
+        single: int = 2,
+        on_done: Callable[[Hashable, float, int, Hashable], None] | None = None,
+    ):
         self._compute = compute
         self._compute_many = compute_many
         self._batch = max(1, batch) if compute_many is not None else 1
@@ -132,9 +140,9 @@ class Prefetcher:
         self._wished_at = 0.0
         self._max_entries = max_entries
         self._done: OrderedDict = OrderedDict()
-        self._queues: OrderedDict = OrderedDict()    # session -> [keys], in turn order
-        self._served: Counter = Counter()             # keys taken from each session's current wish
-        self._wished: dict = {}                       # session -> when its current wish came
+        self._queues: OrderedDict = OrderedDict()  # session -> [keys], in turn order
+        self._served: Counter = Counter()  # keys taken from each session's current wish
+        self._wished: dict = {}  # session -> when its current wish came
         self._on_done = on_done
         self._running: tuple = ()
         self._cancel = False
@@ -142,7 +150,7 @@ class Prefetcher:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
-        self.batches = 0                              # batches the worker finished (for tests and benchmarks)
+        self.batches = 0  # batches the worker finished (for tests and benchmarks)
         self.cancelled_batches = 0
 
     # ------------------------------------------------------------ the page's side
@@ -225,7 +233,7 @@ class Prefetcher:
         """(session, keys): the next session in turn with work, and its next batch; None when there is none."""
         for session in list(self._queues):
             queue = [k for k in self._queues[session] if k not in self._done]
-            if not queue:                                # this wish is done: forget the session
+            if not queue:  # this wish is done: forget the session
                 del self._queues[session], self._served[session]
                 self._wished.pop(session, None)
                 continue
@@ -233,7 +241,7 @@ class Prefetcher:
             size = 1 if self._served[session] < self._single else self._batch
             keys, self._queues[session] = tuple(queue[:size]), queue[size:]
             self._served[session] += len(keys)
-            self._queues.move_to_end(session)            # the others go first next time
+            self._queues.move_to_end(session)  # the others go first next time
             return session, keys
         return None
 
@@ -247,7 +255,7 @@ class Prefetcher:
                 wait = self._wished_at + self._delay - time.monotonic()
                 if wait > 0:
                     self._cond.wait(wait)
-                    continue        # the queues may have changed meanwhile
+                    continue  # the queues may have changed meanwhile
                 picked = self._next_batch()
                 if picked is None:
                     continue
@@ -259,8 +267,8 @@ class Prefetcher:
                     values = [self._compute(keys[0])]
                 else:
                     values = list(self._compute_many(keys, self._cancelled))
-                ok = len(values) == len(keys)   # a batch that finished despite a cancel is still right
-            except Exception:   # noqa: BLE001 - the foreground recomputes it and reports the error
+                ok = len(values) == len(keys)  # a batch that finished despite a cancel is still right
+            except Exception:  # noqa: BLE001 - the foreground recomputes it and reports the error
                 ok = False
             with self._cond:
                 if ok:
@@ -272,15 +280,19 @@ class Prefetcher:
                 self._running, self._cancel = (), False
                 finished = None
                 if ok and session in self._queues and not [k for k in self._queues[session] if k not in self._done]:
-                    finished = (session, time.monotonic() - self._wished.get(session, time.monotonic()),
-                                self._served[session], keys[-1])
+                    finished = (
+                        session,
+                        time.monotonic() - self._wished.get(session, time.monotonic()),
+                        self._served[session],
+                        keys[-1],
+                    )
                     del self._queues[session], self._served[session]
                     self._wished.pop(session, None)
                 self._cond.notify_all()
             if finished is not None and self._on_done is not None:
                 try:
                     self._on_done(*finished)
-                except Exception:   # noqa: BLE001 - a report must not stop the worker
+                except Exception:  # noqa: BLE001 - a report must not stop the worker
                     pass
 
     def _keep(self, key, value):

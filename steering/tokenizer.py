@@ -1,8 +1,9 @@
 """Byte-level BPE (HF `tokenizers`): any text encodes, nothing is ever out of vocabulary."""
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 

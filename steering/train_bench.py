@@ -8,6 +8,7 @@ for the hybrid, the path-roughness term) and AdamW. The four run in turns, a few
 for several rounds, so a change in the machine's load falls on all of them alike; a pair's
 figure is the median of its step times. One thread, as each model gets in the recipe.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -21,14 +22,23 @@ from .train import make_config, model_config, stage1_loss
 
 # the flagship recipe's layout (scripts/train_flagship.sh)
 FLAGSHIP = dict(d_model=384, n_heads=6, vocab_size=8192, block_size=128)
-FLAGSHIP_HYBRID = dict(n_pre=1, n_mid=4, n_post=1, field_heads=6, field_hidden=768, field_norm="entry",
-                       alpha_init=1.0, roughness_relative_to="field", roughness_weight=2.0)
+FLAGSHIP_HYBRID = dict(
+    n_pre=1,
+    n_mid=4,
+    n_post=1,
+    field_heads=6,
+    field_hidden=768,
+    field_norm="entry",
+    alpha_init=1.0,
+    roughness_relative_to="field",
+    roughness_weight=2.0,
+)
 BATCH_ROWS = 32
 
 
 @dataclass
 class ThroughputResult:
-    tokens_per_s: dict[str, dict[str, float]]   # arch -> precision -> tokens/s
+    tokens_per_s: dict[str, dict[str, float]]  # arch -> precision -> tokens/s
     steps_per_round: int
     rounds: int
     threads: int
@@ -38,9 +48,14 @@ class ThroughputResult:
         return {arch: t["bf16"] / t["fp32"] for arch, t in self.tokens_per_s.items()}
 
     def to_dict(self) -> dict:
-        return {"tokens_per_s": self.tokens_per_s, "bf16_speedup": self.bf16_speedup,
-                "steps_per_round": self.steps_per_round, "rounds": self.rounds, "threads": self.threads,
-                "batch": [BATCH_ROWS, FLAGSHIP["block_size"]]}
+        return {
+            "tokens_per_s": self.tokens_per_s,
+            "bf16_speedup": self.bf16_speedup,
+            "steps_per_round": self.steps_per_round,
+            "rounds": self.rounds,
+            "threads": self.threads,
+            "batch": [BATCH_ROWS, FLAGSHIP["block_size"]],
+        }
 
 
 def _trainer(arch: str, bf16: bool, seed: int = 0):
@@ -60,6 +75,7 @@ def _trainer(arch: str, bf16: bool, seed: int = 0):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+
     return step
 
 
@@ -67,9 +83,12 @@ def measure_training_throughput(steps_per_round: int = 2, rounds: int = 3, threa
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        trainers = {(arch, precision): _trainer(arch, precision == "bf16")
-                    for arch in ("hybrid", "discrete") for precision in ("fp32", "bf16")}
-        for step in trainers.values():   # warm-up: lazy kernel set-up, first allocations
+        trainers = {
+            (arch, precision): _trainer(arch, precision == "bf16")
+            for arch in ("hybrid", "discrete")
+            for precision in ("fp32", "bf16")
+        }
+        for step in trainers.values():  # warm-up: lazy kernel set-up, first allocations
             step()
         times: dict[tuple[str, str], list[float]] = {key: [] for key in trainers}
         for _ in range(rounds):
@@ -88,9 +107,11 @@ def measure_training_throughput(steps_per_round: int = 2, rounds: int = 3, threa
 
 
 def format_throughput(result: ThroughputResult) -> str:
-    lines = [f"training throughput, flagship layout, batch {BATCH_ROWS} x {FLAGSHIP['block_size']}, "
-             f"{result.threads} thread(s), median of {result.rounds} x {result.steps_per_round} steps each",
-             f"{'arch':10s} {'fp32 tok/s':>12s} {'bf16 tok/s':>12s} {'bf16 / fp32':>12s}"]
+    lines = [
+        f"training throughput, flagship layout, batch {BATCH_ROWS} x {FLAGSHIP['block_size']}, "
+        f"{result.threads} thread(s), median of {result.rounds} x {result.steps_per_round} steps each",
+        f"{'arch':10s} {'fp32 tok/s':>12s} {'bf16 tok/s':>12s} {'bf16 / fp32':>12s}",
+    ]
     for arch, t in result.tokens_per_s.items():
         lines.append(f"{arch:10s} {t['fp32']:12,.0f} {t['bf16']:12,.0f} {result.bf16_speedup[arch]:12.2f}")
     return "\n".join(lines)

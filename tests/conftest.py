@@ -1,4 +1,5 @@
 """Shared fixtures: small random models and a small tokenizer, so tests never need the shipped weights."""
+
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -7,7 +8,7 @@ import pytest
 import torch
 
 from steering import data
-from steering.model import HybridODETransformer, DiscreteTransformer, ModelConfig
+from steering.model import DiscreteTransformer, HybridODETransformer, ModelConfig
 from steering.tokenizer import train_tokenizer
 
 SMALL = dict(vocab_size=300, block_size=48, d_model=32, n_heads=2, field_hidden=64, control_embed_dim=8)
@@ -40,8 +41,14 @@ def small_hybrid(small_tokenizer):
 def small_mixing_hybrid(small_tokenizer):
     """A hybrid whose field also attends over the tokens, laid out 1 block + ODE + 1 block."""
     torch.manual_seed(0)
-    cfg = ModelConfig(arch="hybrid", field_heads=2, n_pre=1, n_mid=4, n_post=1,
-                      **{**SMALL, "vocab_size": small_tokenizer.get_vocab_size()})
+    cfg = ModelConfig(
+        arch="hybrid",
+        field_heads=2,
+        n_pre=1,
+        n_mid=4,
+        n_post=1,
+        **{**SMALL, "vocab_size": small_tokenizer.get_vocab_size()},
+    )
     model = HybridODETransformer(cfg)
     torch.nn.init.normal_(model.field.mix.proj.weight, std=0.1)
     return _trained_looking(model, 0)
@@ -51,8 +58,15 @@ def small_mixing_hybrid(small_tokenizer):
 def small_entry_hybrid(small_tokenizer):
     """As small_mixing_hybrid, with the field normalised by each token's statistics at H(0)."""
     torch.manual_seed(0)
-    cfg = ModelConfig(arch="hybrid", field_heads=2, field_norm="entry", n_pre=1, n_mid=4, n_post=1,
-                      **{**SMALL, "vocab_size": small_tokenizer.get_vocab_size()})
+    cfg = ModelConfig(
+        arch="hybrid",
+        field_heads=2,
+        field_norm="entry",
+        n_pre=1,
+        n_mid=4,
+        n_post=1,
+        **{**SMALL, "vocab_size": small_tokenizer.get_vocab_size()},
+    )
     model = HybridODETransformer(cfg)
     torch.nn.init.normal_(model.field.mix.proj.weight, std=0.1)
     return _trained_looking(model, 0)
@@ -68,6 +82,7 @@ def small_discrete(small_tokenizer):
 @pytest.fixture
 def small_checkpoint(tmp_path, small_hybrid, small_tokenizer):
     from steering.checkpoint import save_checkpoint
+
     return save_checkpoint(small_hybrid, tmp_path / "ckpt", small_tokenizer, dtype=torch.float32)
 
 
@@ -75,9 +90,14 @@ def small_checkpoint(tmp_path, small_hybrid, small_tokenizer):
 def tiny_trained_pair(tmp_path_factory):
     """A few real training steps of each architecture, sharing one tokenizer (real logs, both stages)."""
     from steering.train import make_config, train
+
     root = tmp_path_factory.mktemp("tiny_pair")
     short = dict(steps=8, max_reviews=400, eval_every=4, eval_reviews=16, warmup=2)
     hybrid = train(make_config("tiny", out=str(root / "hybrid"), stage2_steps=3, **short), progress=False)
-    discrete = train(make_config("tiny", arch="discrete", out=str(root / "discrete"),
-                                 tokenizer=str(hybrid / "tokenizer.json"), **short), progress=False)
+    discrete = train(
+        make_config(
+            "tiny", arch="discrete", out=str(root / "discrete"), tokenizer=str(hybrid / "tokenizer.json"), **short
+        ),
+        progress=False,
+    )
     return hybrid, discrete

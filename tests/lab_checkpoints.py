@@ -5,6 +5,7 @@ Training page), a few steps long on a small model. The hybrid's vector field is 
 made strong (as tests/conftest.py does for its random models), so that moving u
 visibly changes sampled text even though a few steps of training could not teach that.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,12 @@ def build_lab_checkpoints(root: Path) -> dict[str, Path]:
 
     hybrid, discrete = root / "hybrid", root / "discrete"
     train(make_config("tiny", arch="hybrid", out=str(hybrid), **SIZE, **TRAIN), progress=False)
-    train(make_config("tiny", arch="discrete", out=str(discrete), tokenizer=str(hybrid / "tokenizer.json"),
-                      **SIZE, **TRAIN), progress=False)
+    train(
+        make_config(
+            "tiny", arch="discrete", out=str(discrete), tokenizer=str(hybrid / "tokenizer.json"), **SIZE, **TRAIN
+        ),
+        progress=False,
+    )
     model, tok, config = load_checkpoint(hybrid)
     torch.manual_seed(0)
     with torch.no_grad():
@@ -38,8 +43,12 @@ def build_lab_checkpoints(root: Path) -> dict[str, Path]:
 
 def lab_environment(paths: dict[str, Path]) -> dict[str, str]:
     """The environment variables that point the app at these checkpoints."""
-    return {"STEERING_CHECKPOINT": str(paths["hybrid"]), "STEERING_BASELINE": str(paths["discrete"]),
-            "STEERING_CACHE": str(paths["cache"]), "STEERING_RESULTS": str(paths["cache"] / "no-results")}
+    return {
+        "STEERING_CHECKPOINT": str(paths["hybrid"]),
+        "STEERING_BASELINE": str(paths["discrete"]),
+        "STEERING_CACHE": str(paths["cache"]),
+        "STEERING_RESULTS": str(paths["cache"] / "no-results"),
+    }
 
 
 def describe(paths: dict[str, Path]) -> str:

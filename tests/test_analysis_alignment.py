@@ -1,4 +1,5 @@
 """The alignment claim over prompts: distances, aligned share, and the shuffled-u and swapped nulls."""
+
 import numpy as np
 import pytest
 
@@ -14,7 +15,7 @@ def test_crossovers_on_their_switches_beat_chance():
     assert s["aligned_share"] == 1.0 and s["median_distance"] == pytest.approx(0.05, abs=0.03)
     # a random u in [-2, 2] lies within 0.1 of one of two switches with probability 0.4 / 4
     assert s["null_aligned_share"] == pytest.approx(0.1, abs=0.01)
-    assert s["p_aligned_share"] == pytest.approx(1 / 4001)          # no draw puts all ten on a switch
+    assert s["p_aligned_share"] == pytest.approx(1 / 4001)  # no draw puts all ten on a switch
     assert s["null_median_distance"] > 0.4 and s["p_median_distance"] == pytest.approx(1 / 4001)
     assert (s["n_prompts"], s["n_with_crossover"], s["n_with_switches"], s["n_measured"]) == (10, 10, 10, 10)
 
@@ -22,8 +23,8 @@ def test_crossovers_on_their_switches_beat_chance():
 def test_crossovers_inside_the_band_are_not_aligned():
     crossovers = [-0.03, 0.0, 0.05, -0.1]
     s = alignment_statistics(crossovers, [SWITCHES] * 4, (-2.0, 2.0))
-    assert s["aligned_share"] == 0.0 and s["median_distance"] == pytest.approx(0.45)   # 0.48, 0.45, 0.40, 0.45
-    assert s["p_aligned_share"] == 1.0                               # every draw is at least as aligned as 0 %
+    assert s["aligned_share"] == 0.0 and s["median_distance"] == pytest.approx(0.45)  # 0.48, 0.45, 0.40, 0.45
+    assert s["p_aligned_share"] == 1.0  # every draw is at least as aligned as 0 %
 
 
 def test_the_null_median_of_one_central_switch_is_half_the_range():
@@ -37,7 +38,7 @@ def test_the_null_median_of_one_central_switch_is_half_the_range():
 def test_missing_crossovers_and_switches():
     s = alignment_statistics([None, 0.1, 0.5], [[0.0], [], [0.45]], (-2.0, 2.0), draws=100)
     assert (s["n_prompts"], s["n_with_crossover"], s["n_with_switches"], s["n_measured"]) == (3, 2, 2, 1)
-    assert s["aligned_share"] == 0.5                                # the prompt without a switch is not aligned
+    assert s["aligned_share"] == 0.5  # the prompt without a switch is not aligned
     assert s["median_distance"] == pytest.approx(0.05)
     # swapped: 0.1 against {0.0} (0.1, aligned) and {0.45}; 0.5 against {0.0} and {} (not aligned)
     assert s["swapped_aligned_share"] == pytest.approx(1 / 4)

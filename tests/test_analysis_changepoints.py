@@ -1,10 +1,11 @@
 """Every level change of a profile: synthetic NFE profiles with none, one, two, three and noisy switches."""
+
 import itertools
 
 import numpy as np
 import pytest
 
-from steering.analysis.changepoints import (default_penalty, level_switches, noise_scale, piecewise_constant)
+from steering.analysis.changepoints import default_penalty, level_switches, noise_scale, piecewise_constant
 
 U = np.round(np.linspace(-2, 2, 41), 6)
 
@@ -30,15 +31,21 @@ def test_two_symmetric_switches_the_shipped_profile():
     nfe = np.where((U > -0.55) & (U < 0.45), 14, 20)
     switches, segments = level_switches(U, nfe)
     assert switch_points(switches) == [(pytest.approx(-0.55), 20.0, 14.0), (pytest.approx(0.45), 14.0, 20.0)]
-    assert [(s.u_start, s.level) for s in segments] == [(-2.0, 20.0), (pytest.approx(-0.55), 14.0),
-                                                         (pytest.approx(0.45), 20.0)]
+    assert [(s.u_start, s.level) for s in segments] == [
+        (-2.0, 20.0),
+        (pytest.approx(-0.55), 14.0),
+        (pytest.approx(0.45), 20.0),
+    ]
 
 
 def test_three_switches():
     nfe = np.select([U < -1.0, U < 0.0, U < 1.2], [26, 20, 14], 20)
     switches, _ = level_switches(U, nfe)
-    assert switch_points(switches) == [(pytest.approx(-1.05), 26.0, 20.0), (pytest.approx(-0.05), 20.0, 14.0),
-                                       (pytest.approx(1.15), 14.0, 20.0)]
+    assert switch_points(switches) == [
+        (pytest.approx(-1.05), 26.0, 20.0),
+        (pytest.approx(-0.05), 20.0, 14.0),
+        (pytest.approx(1.15), 14.0, 20.0),
+    ]
 
 
 def test_every_change_between_neighbours_of_an_integer_profile_is_a_switch_and_nothing_else():
@@ -54,7 +61,7 @@ def test_noisy_levels_give_the_true_switches_and_noise_alone_gives_none():
     clean = np.where((U > -0.55) & (U < 0.45), 14.0, 20.0)
     noisy = clean + np.random.default_rng(3).normal(0, 1.0, size=41)
     switches, segments = level_switches(U, noisy)
-    assert [s.u for s in switches] == pytest.approx([-0.55, 0.45], abs=0.1 + 1e-9)     # within one grid step
+    assert [s.u for s in switches] == pytest.approx([-0.55, 0.45], abs=0.1 + 1e-9)  # within one grid step
     assert [s.level for s in segments] == pytest.approx([20, 14, 20], abs=1)
     assert level_switches(U, 17 + np.random.default_rng(3).normal(0, 1.0, size=41))[0] == []
     assert noise_scale(noisy) == pytest.approx(1.0, abs=0.3)
@@ -69,14 +76,14 @@ def test_noisy_profiles_over_many_seeds():
         switches, _ = level_switches(U, clean + noise)
         found += len(switches) == 2 and all(abs(s.u - t) <= 0.1 + 1e-9 for s, t in zip(switches, (-0.55, 0.45)))
         false_alarms += bool(level_switches(U, 17 + noise)[0])
-    assert found >= 90 and false_alarms <= 10          # seeds 0-99: 94 and 5
+    assert found >= 90 and false_alarms <= 10  # seeds 0-99: 94 and 5
 
 
 def test_min_size_keeps_every_level_at_least_that_long():
     nfe = np.full(41, 20)
     nfe[10] = 26
     switches, _ = level_switches(U, nfe)
-    assert [s.u for s in switches] == pytest.approx([-1.05, -0.95])     # one odd point is its own level
+    assert [s.u for s in switches] == pytest.approx([-1.05, -0.95])  # one odd point is its own level
     _, segments = level_switches(U, nfe, min_size=3)
     assert min(s.points for s in segments) >= 3
 
@@ -84,9 +91,9 @@ def test_min_size_keeps_every_level_at_least_that_long():
 def test_the_penalty_trades_fit_for_changes():
     noisy = np.where(U < 0, 14.0, 20.0) + np.random.default_rng(2).normal(0, 1.0, size=41)
     assert piecewise_constant(noisy, penalty=1e9) == []
-    assert len(piecewise_constant(noisy, penalty=0.0)) > 5          # no penalty: noise becomes levels
+    assert len(piecewise_constant(noisy, penalty=0.0)) > 5  # no penalty: noise becomes levels
     assert default_penalty(noisy) == pytest.approx(3 * noise_scale(noisy) ** 2 * np.log(41))
-    assert 0 < default_penalty(np.where(U < 0, 14, 20)) < 1e-6        # plateaus: only a tie-breaker
+    assert 0 < default_penalty(np.where(U < 0, 14, 20)) < 1e-6  # plateaus: only a tie-breaker
 
 
 def test_the_fit_is_the_exact_optimum():
@@ -96,7 +103,9 @@ def test_the_fit_is_the_exact_optimum():
 
     def total(breaks):
         bounds = [0, *breaks, len(y)]
-        return sum(((y[a:b] - y[a:b].mean()) ** 2).sum() for a, b in zip(bounds[:-1], bounds[1:])) + penalty * len(breaks)
+        return sum(((y[a:b] - y[a:b].mean()) ** 2).sum() for a, b in zip(bounds[:-1], bounds[1:])) + penalty * len(
+            breaks
+        )
 
     best = min((list(c) for k in range(len(y)) for c in itertools.combinations(range(1, len(y)), k)), key=total)
     assert total(piecewise_constant(y, penalty)) == pytest.approx(total(best))

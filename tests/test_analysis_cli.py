@@ -11,13 +11,32 @@ def run_json(capsys, *argv):
 
 
 def test_regimes_json_has_the_promised_keys(small_checkpoint, capsys):
-    out = run_json(capsys, "analyze", "regimes", "--prompt", "The movie was", "--json", "--checkpoint",
-                   str(small_checkpoint), "--n-u", "9")
+    out = run_json(
+        capsys,
+        "analyze",
+        "regimes",
+        "--prompt",
+        "The movie was",
+        "--json",
+        "--checkpoint",
+        str(small_checkpoint),
+        "--n-u",
+        "9",
+    )
     assert len(out["u"]) == 9 and out["u"][0] == -2.0 and out["u"][-1] == 2.0
     assert set(out["nfe"]) == {"dopri5", "adaptive_heun"} and len(out["nfe"]["dopri5"]) == 9
     assert all(isinstance(n, int) and n >= 8 for n in out["nfe"]["dopri5"])
-    for key in ("switch_u", "crossover_u", "seconds", "nfe_disagreement", "step_disagreement", "switches", "segments",
-                "crossover_to_switch", "reading"):
+    for key in (
+        "switch_u",
+        "crossover_u",
+        "seconds",
+        "nfe_disagreement",
+        "step_disagreement",
+        "switches",
+        "segments",
+        "crossover_to_switch",
+        "reading",
+    ):
         assert key in out
     assert "agreement" not in out and "step_agreement" not in out and "nfe_levels" not in out
     assert out["seconds"] > 0
@@ -29,26 +48,92 @@ def test_regimes_json_has_the_promised_keys(small_checkpoint, capsys):
 
 def test_regimes_over_a_prompt_set(small_checkpoint, capsys):
     from steering.evaluate import PROBE_PROMPT_VARIANTS
-    out = run_json(capsys, "analyze", "regimes", "--prompt-set", "probe", "--json", "--checkpoint",
-                   str(small_checkpoint), "--n-u", "5", "--null-draws", "100")
+
+    out = run_json(
+        capsys,
+        "analyze",
+        "regimes",
+        "--prompt-set",
+        "probe",
+        "--json",
+        "--checkpoint",
+        str(small_checkpoint),
+        "--n-u",
+        "5",
+        "--null-draws",
+        "100",
+    )
     assert [row["prompt"] for row in out["prompts"]] == list(PROBE_PROMPT_VARIANTS)
-    for key in ("aligned_share", "median_distance", "null_aligned_share", "null_median_distance", "p_aligned_share",
-                "p_median_distance", "swapped_aligned_share", "n_prompts", "n_with_crossover", "threshold"):
+    for key in (
+        "aligned_share",
+        "median_distance",
+        "null_aligned_share",
+        "null_median_distance",
+        "p_aligned_share",
+        "p_median_distance",
+        "swapped_aligned_share",
+        "n_prompts",
+        "n_with_crossover",
+        "threshold",
+    ):
         assert key in out
     assert out["n_prompts"] == 10 and out["null_draws"] == 100 and out["prompt_set"] == "probe"
     for row in out["prompts"]:
         assert set(row) >= {"switches", "crossover_u", "distance", "aligned"}
-    held = run_json(capsys, "analyze", "regimes", "--prompt-set", "heldout", "--n", "3", "--json", "--checkpoint",
-                    str(small_checkpoint), "--n-u", "3", "--null-draws", "10")
-    assert held["n_prompts"] == 3 and all(row["prompt"] and not row["prompt"].startswith("<") for row in held["prompts"])
-    assert main(["analyze", "regimes", "--prompt-set", "probe", "--checkpoint", str(small_checkpoint), "--n-u", "3",
-                 "--null-draws", "10"]) == 0
+    held = run_json(
+        capsys,
+        "analyze",
+        "regimes",
+        "--prompt-set",
+        "heldout",
+        "--n",
+        "3",
+        "--json",
+        "--checkpoint",
+        str(small_checkpoint),
+        "--n-u",
+        "3",
+        "--null-draws",
+        "10",
+    )
+    assert held["n_prompts"] == 3 and all(
+        row["prompt"] and not row["prompt"].startswith("<") for row in held["prompts"]
+    )
+    assert (
+        main(
+            [
+                "analyze",
+                "regimes",
+                "--prompt-set",
+                "probe",
+                "--checkpoint",
+                str(small_checkpoint),
+                "--n-u",
+                "3",
+                "--null-draws",
+                "10",
+            ]
+        )
+        == 0
+    )
     assert "shuffled-u null" in capsys.readouterr().out
 
 
 def test_curvature_json(small_checkpoint, tmp_path, capsys):
-    out = run_json(capsys, "analyze", "curvature", "--json", "--checkpoint", str(small_checkpoint), "--n-u", "3",
-                   "--n-tau", "9", "--cache", str(tmp_path / "c"))
+    out = run_json(
+        capsys,
+        "analyze",
+        "curvature",
+        "--json",
+        "--checkpoint",
+        str(small_checkpoint),
+        "--n-u",
+        "3",
+        "--n-tau",
+        "9",
+        "--cache",
+        str(tmp_path / "c"),
+    )
     assert out["u"] == [-2.0, 0.0, 2.0] and out["n_tau"] == 9 and out["solver"].startswith("dopri5")
     for key in ("arc_to_chord", "orthogonal_share", "arc_to_chord_map", "orthogonal_share_map"):
         assert len(out[key]) == 3
@@ -61,8 +146,9 @@ def test_prompt_set_is_for_regimes_only(small_checkpoint, capsys):
 
 
 def test_convergence_and_divergence_json(small_checkpoint, capsys):
-    conv = run_json(capsys, "analyze", "convergence", "--json", "--checkpoint", str(small_checkpoint),
-                    "--convergence-steps", "8")
+    conv = run_json(
+        capsys, "analyze", "convergence", "--json", "--checkpoint", str(small_checkpoint), "--convergence-steps", "8"
+    )
     assert conv["euler_order"] == pytest.approx(1.0, abs=0.3)
     assert "rk4_order" in conv and len(conv["euler_error"]) == 4
     div = run_json(capsys, "analyze", "divergence", "--json", "--checkpoint", str(small_checkpoint))
@@ -72,8 +158,26 @@ def test_convergence_and_divergence_json(small_checkpoint, capsys):
 
 @pytest.mark.parametrize("kind", ["trajectory", "sweep", "lens", "tolerance", "contraction", "regimes"])
 def test_every_kind_prints_text(small_checkpoint, capsys, kind):
-    assert main(["analyze", kind, "--checkpoint", str(small_checkpoint), "--n-u", "3", "--n-tau", "5",
-                 "--tolerances", "1e-2", "1e-4", "--u-values", "1"]) == 0
+    assert (
+        main(
+            [
+                "analyze",
+                kind,
+                "--checkpoint",
+                str(small_checkpoint),
+                "--n-u",
+                "3",
+                "--n-tau",
+                "5",
+                "--tolerances",
+                "1e-2",
+                "1e-4",
+                "--u-values",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.strip()
 
 
@@ -84,12 +188,15 @@ def test_pca_uses_the_cache(small_checkpoint, tmp_path, capsys):
     assert run_json(capsys, *args)["key"] == first["key"]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--n-u", "0"], "n-u"),
-    (["--tolerances", "0", "1e-3"], "rtol"),
-    (["--rtol", "-1"], "rtol"),
-    (["--u-min", "-9"], "u grid"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--n-u", "0"], "n-u"),
+        (["--tolerances", "0", "1e-3"], "rtol"),
+        (["--rtol", "-1"], "rtol"),
+        (["--u-min", "-9"], "u grid"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(small_checkpoint, capsys, argv, message):
     kind = "tolerance" if "--tolerances" in argv else "regimes"
     assert main(["analyze", kind, "--checkpoint", str(small_checkpoint), *argv]) == 2
@@ -105,23 +212,30 @@ def test_missing_checkpoint_exits_2(tmp_path, capsys):
 def test_middle_json_weighs_the_block_against_its_solver_cost(small_checkpoint, capsys):
     from steering.checkpoint import load_checkpoint
     from steering.evaluate import FULL, heldout_prompts, solver_divergence
+
     out = run_json(capsys, "analyze", "middle", "--json", "--checkpoint", str(small_checkpoint), "--n-reviews", "8")
     assert out["arch"] == "hybrid" and out["windows"] > 0
     assert out["loss_cost_of_removal"] == pytest.approx(out["loss_without_middle"] - out["loss"])
     model, tok, _ = load_checkpoint(small_checkpoint)
-    assert out["solver_divergence"] == pytest.approx(solver_divergence(model, heldout_prompts(tok, FULL.prompts)), rel=1e-4)
+    assert out["solver_divergence"] == pytest.approx(
+        solver_divergence(model, heldout_prompts(tok, FULL.prompts)), rel=1e-4
+    )
 
 
 def test_fluency_splits_the_evaluations_perplexity_ratio_by_side(small_checkpoint, capsys):
     import torch
+
     from steering.checkpoint import load_checkpoint
     from steering.evaluate import continuation_perplexity, generate_for_prompts, heldout_prompts
+
     out = run_json(capsys, "analyze", "fluency", "--json", "--checkpoint", str(small_checkpoint), "--n-reviews", "3")
     model, tok, _ = load_checkpoint(small_checkpoint)
     prompts = heldout_prompts(tok, 3)
     gens = generate_for_prompts(model, tok, prompts)
     # pooled exactly as evaluate pools it
-    steered = continuation_perplexity(model, prompts + prompts, torch.cat([gens.tokens["positive"], gens.tokens["negative"]]))
+    steered = continuation_perplexity(
+        model, prompts + prompts, torch.cat([gens.tokens["positive"], gens.tokens["negative"]])
+    )
     neutral = continuation_perplexity(model, prompts, gens.tokens["neutral"])
     assert out["ppl_ratio_steered"] == pytest.approx(steered / neutral, rel=1e-5)
     positive_own = continuation_perplexity(model, prompts, gens.tokens["positive"], torch.tensor([[1.0, 0.0]]))
@@ -132,8 +246,17 @@ def test_fluency_splits_the_evaluations_perplexity_ratio_by_side(small_checkpoin
 def test_wordprobe_gives_the_evaluations_probe_on_each_prompt(small_checkpoint, capsys):
     from steering.checkpoint import load_checkpoint
     from steering.evaluate import PROBE_PROMPT_VARIANTS, probe_shares, word_probabilities
-    out = run_json(capsys, "analyze", "wordprobe", "--json", "--checkpoint", str(small_checkpoint),
-                   "--prompt", "Frankly, the film was")
+
+    out = run_json(
+        capsys,
+        "analyze",
+        "wordprobe",
+        "--json",
+        "--checkpoint",
+        str(small_checkpoint),
+        "--prompt",
+        "Frankly, the film was",
+    )
     prompts = [row["prompt"] for row in out["prompts"]]
     assert prompts == list(PROBE_PROMPT_VARIANTS) + ["Frankly, the film was"]
     model, tok, _ = load_checkpoint(small_checkpoint)
@@ -142,7 +265,8 @@ def test_wordprobe_gives_the_evaluations_probe_on_each_prompt(small_checkpoint, 
     assert (first["good_pos"], first["bad_neg"]) == pytest.approx(probe_shares(word_probabilities(model, tok)))
     last = out["prompts"][-1]
     assert (last["good_pos"], last["bad_neg"]) == pytest.approx(
-        probe_shares(word_probabilities(model, tok, "Frankly, the film was")))
+        probe_shares(word_probabilities(model, tok, "Frankly, the film was"))
+    )
     assert last["bad_neg"] != pytest.approx(first["bad_neg"], rel=1e-6)
     shares = [row["bad_neg"] for row in out["prompts"]]
     assert out["bad_neg_min"] == min(shares) and out["bad_neg_mean"] == pytest.approx(sum(shares) / len(shares))

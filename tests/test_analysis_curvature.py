@@ -1,4 +1,5 @@
 """Path curvature: arc / chord and the share of the displacement orthogonal to the chord, on known paths."""
+
 import math
 
 import numpy as np
@@ -11,7 +12,7 @@ from steering.ode import SolverConfig
 
 
 def test_a_straight_line_is_one_and_zero():
-    t = np.array([0.0, 0.1, 0.15, 0.5, 0.9, 1.0])                 # uneven spacing
+    t = np.array([0.0, 0.1, 0.15, 0.5, 0.9, 1.0])  # uneven spacing
     direction = np.array([1.0, -2.0, 0.5, 3.0, 0.0])
     ratio, share = path_curvature(t[:, None] * direction[None, :] + 7.0)
     assert ratio == pytest.approx(1.0, abs=1e-12) and share == pytest.approx(0.0, abs=1e-12)
@@ -27,8 +28,8 @@ def test_an_l_shaped_path():
 def test_a_quarter_circle():
     theta = np.linspace(0, math.pi / 2, 2001)
     ratio, share = path_curvature(np.c_[np.cos(theta), np.sin(theta)])
-    assert ratio == pytest.approx(math.pi / (2 * math.sqrt(2)), rel=1e-6)     # arc π/2 over chord √2
-    assert share == pytest.approx(math.sin(math.pi / 4), rel=1e-3)           # the start tangent is 45° off the chord
+    assert ratio == pytest.approx(math.pi / (2 * math.sqrt(2)), rel=1e-6)  # arc π/2 over chord √2
+    assert share == pytest.approx(math.sin(math.pi / 4), rel=1e-3)  # the start tangent is 45° off the chord
 
 
 def test_a_slight_bend_shows_in_the_share_before_the_ratio():
@@ -39,7 +40,7 @@ def test_a_slight_bend_shows_in_the_share_before_the_ratio():
 
 def test_trailing_dimensions_are_flattened_and_loops_have_no_chord():
     t = np.linspace(0, 1, 5)
-    path = np.stack([np.c_[t, 2 * t], np.c_[-t, t]], axis=1)             # [T, tokens, d]
+    path = np.stack([np.c_[t, 2 * t], np.c_[-t, t]], axis=1)  # [T, tokens, d]
     assert path_curvature(path) == pytest.approx((1.0, 0.0), abs=1e-12)
     ratio, share = path_curvature(np.c_[np.sin(np.linspace(0, 2 * math.pi, 9)), np.zeros(9)])
     assert ratio == math.inf and math.isnan(share)
@@ -50,8 +51,9 @@ def test_trailing_dimensions_are_flattened_and_loops_have_no_chord():
 
 def test_one_euler_step_is_a_straight_path_and_dopri5_is_not(small_hybrid, small_tokenizer):
     straight = compute_trajectory(small_hybrid, small_tokenizer, "The movie was", 1.0, SolverConfig("euler", steps=1))
-    curved = compute_trajectory(small_hybrid, small_tokenizer, "The movie was", 1.0,
-                                SolverConfig("dopri5", rtol=1e-6, atol=1e-8))
+    curved = compute_trajectory(
+        small_hybrid, small_tokenizer, "The movie was", 1.0, SolverConfig("dopri5", rtol=1e-6, atol=1e-8)
+    )
     c = curvature_of([straight, curved])
     assert c.arc_to_chord[0] == pytest.approx(1.0, abs=1e-6) and c.orthogonal_share[0] < 1e-3
     assert c.orthogonal_share[1] > 10 * max(c.orthogonal_share[0], 1e-6)
@@ -72,8 +74,15 @@ def test_curvature_by_u(small_hybrid, small_tokenizer):
 
 
 def test_straightness_note_reads_the_config():
-    shipped = {"meta": {"train": {"roughness_weight": 2.0, "stage2_roughness_weight": 1200.0,
-                                  "stage2_roughness_relative_to": "state"}}}
+    shipped = {
+        "meta": {
+            "train": {
+                "roughness_weight": 2.0,
+                "stage2_roughness_weight": 1200.0,
+                "stage2_roughness_relative_to": "state",
+            }
+        }
+    }
     assert "stage 2 penalised path roughness with weight 1,200" in straightness_note(shipped)
     assert "|H(0)|²" in straightness_note(shipped)
     assert "does not record" in straightness_note({})

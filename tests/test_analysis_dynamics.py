@@ -4,8 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from steering.analysis.dynamics import (_bound_field, contraction, convergence, convergence_study, fitted_order,
-                                        symmetric_top_eigenvalues)
+from steering.analysis.dynamics import (
+    _bound_field,
+    contraction,
+    convergence,
+    convergence_study,
+    fitted_order,
+    symmetric_top_eigenvalues,
+)
 from steering.analysis.inputs import prompt_tensor
 from steering.ode import SolverConfig
 
@@ -49,16 +55,20 @@ def test_lanczos_top_eigenvalue_matches_the_exact_jacobian(small_hybrid, small_t
     tau = torch.tensor(0.4)
     d = h.shape[-1]
     lanczos = symmetric_top_eigenvalues(f, tau, h, iterations=d, generator=torch.Generator().manual_seed(1))
-    jac = torch.autograd.functional.jacobian(lambda x: f(tau, x), h, vectorize=True)[0, :, :, 0]   # [tokens, d, tokens, d]
-    exact = [np.linalg.eigvalsh(0.5 * (b + b.T)).max()
-             for b in (jac[k, :, k, :].double().numpy() for k in range(h.shape[1]))]
+    jac = torch.autograd.functional.jacobian(lambda x: f(tau, x), h, vectorize=True)[
+        0, :, :, 0
+    ]  # [tokens, d, tokens, d]
+    exact = [
+        np.linalg.eigvalsh(0.5 * (b + b.T)).max() for b in (jac[k, :, k, :].double().numpy() for k in range(h.shape[1]))
+    ]
     assert np.allclose(lanczos, exact, rtol=1e-3, atol=1e-5)
-    assert not np.allclose(exact, exact[0])          # tokens do differ
+    assert not np.allclose(exact, exact[0])  # tokens do differ
 
 
 def test_perturbation_growth_matches_finite_differences(small_hybrid, small_tokenizer):
-    c = contraction(small_hybrid, small_tokenizer, "The movie was", [1.0, 0.0], n_tau=17, n_probes=1,
-                    lanczos_iterations=8, seed=0)
+    c = contraction(
+        small_hybrid, small_tokenizer, "The movie was", [1.0, 0.0], n_tau=17, n_probes=1, lanczos_iterations=8, seed=0
+    )
     idx, _ = prompt_tensor(small_hybrid, small_tokenizer, "The movie was")
     model64 = copy.deepcopy(small_hybrid).double()
     with torch.no_grad():
@@ -91,6 +101,7 @@ def test_a_token_mixing_field_gets_the_top_eigenvalue_of_the_whole_state(small_m
     """Its Jacobian couples the tokens: per-token Lanczos would miss the cross terms; the exact
     eigenvalue of the full symmetric part (dense, via autograd) is what the whole-state run must find."""
     from steering.analysis.dynamics import _bound_field, symmetric_top_eigenvalues
+
     model = small_mixing_hybrid
     idx, _ = prompt_tensor(model, small_tokenizer, "The movie was")
     control = torch.tensor([[1.0, 0.0]])
@@ -101,8 +112,9 @@ def test_a_token_mixing_field_gets_the_top_eigenvalue_of_the_whole_state(small_m
     jac = torch.autograd.functional.jacobian(lambda x: f(tau, x.view(h.shape)).flatten(), h.flatten())
     exact = float(torch.linalg.eigvalsh(0.5 * (jac + jac.T).double())[-1])
     size = h.numel()
-    top = symmetric_top_eigenvalues(f, tau, h, iterations=size, generator=torch.Generator().manual_seed(0),
-                                    per_token=False)
+    top = symmetric_top_eigenvalues(
+        f, tau, h, iterations=size, generator=torch.Generator().manual_seed(0), per_token=False
+    )
     assert top.shape == (1,) and top[0] == pytest.approx(exact, rel=1e-3, abs=1e-5)
     c = contraction(model, small_tokenizer, "The movie was", [1.0, 0.0], n_tau=5, n_probes=1, lanczos_iterations=8)
     assert c.token_top_eigenvalue.shape == (5, 1)

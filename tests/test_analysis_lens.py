@@ -9,8 +9,9 @@ from steering.ode import SolverConfig
 
 @pytest.mark.parametrize("solver", [SolverConfig("euler", steps=4), SolverConfig("rk4", steps=2)])
 def test_lens_at_tau_one_is_the_models_own_output(small_hybrid, small_tokenizer, solver):
-    lens = depth_lens(small_hybrid, small_tokenizer, "The movie was", [1.0, 0.0], solver, n_tau=5, top_k=4,
-                      all_positions=True)
+    lens = depth_lens(
+        small_hybrid, small_tokenizer, "The movie was", [1.0, 0.0], solver, n_tau=5, top_k=4, all_positions=True
+    )
     idx, _ = prompt_tensor(small_hybrid, small_tokenizer, "The movie was")
     with torch.no_grad():
         logits, _ = small_hybrid(idx, torch.tensor([[1.0, 0.0]]), solver)

@@ -3,8 +3,13 @@ import json
 import numpy as np
 import pytest
 
-from steering.analysis.pca import (checkpoint_identity, fit_pca_map, load_pca_map, pca_map_for_checkpoint,
-                                   project_trajectory)
+from steering.analysis.pca import (
+    checkpoint_identity,
+    fit_pca_map,
+    load_pca_map,
+    pca_map_for_checkpoint,
+    project_trajectory,
+)
 from steering.analysis.trajectories import compute_trajectory
 
 PROMPTS = ["The movie was", "I hated the"]
@@ -17,8 +22,8 @@ def test_paths_of_one_prompt_start_at_one_point_and_then_part(small_hybrid, smal
     first = [p for p in pca_map.reference if p.name == PROMPTS[0]]
     starts = np.array([p.points[0] for p in first])
     ends = np.array([p.points[-1] for p in first])
-    assert np.abs(starts - starts[0]).max() < 1e-9          # u enters only after τ = 0
-    assert np.abs(ends - ends[0]).max() > 1e-3              # ... and then moves the paths apart
+    assert np.abs(starts - starts[0]).max() < 1e-9  # u enters only after τ = 0
+    assert np.abs(ends - ends[0]).max() > 1e-3  # ... and then moves the paths apart
     ratio = pca_map.explained_variance_ratio
     assert ratio.shape == (3,) and np.all(np.diff(ratio) <= 0) and 0 < ratio.sum() <= 1 + 1e-9
 

@@ -22,7 +22,7 @@ def test_probes_separate_clearly_different_texts(small_hybrid, small_tokenizer):
     p = linear_probes(small_hybrid, small_tokenizer, reviews(30), taus=(0.0, 0.5, 1.0), max_reviews=60)
     assert p.taus.tolist() == [0.0, 0.5, 1.0]
     assert p.n_train + p.n_test == 60 and p.chance == pytest.approx(0.5)
-    assert np.all(p.accuracy >= 0.9)                 # word identity alone separates these
+    assert np.all(p.accuracy >= 0.9)  # word identity alone separates these
     assert np.all(p.train_accuracy >= p.accuracy - 0.1)
 
 

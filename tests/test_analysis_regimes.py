@@ -2,8 +2,15 @@ import numpy as np
 import pytest
 
 from steering.analysis.changepoints import level_switches
-from steering.analysis.regimes import (crossing, nearest_switch, nfe_regimes, profile_summary, regimes_reading,
-                                       relative_difference, tolerance_scaling)
+from steering.analysis.regimes import (
+    crossing,
+    nearest_switch,
+    nfe_regimes,
+    profile_summary,
+    regimes_reading,
+    relative_difference,
+    tolerance_scaling,
+)
 from steering.ode import SolverConfig, SolverStepLimitError
 
 
@@ -12,12 +19,13 @@ def test_each_u_is_its_own_solve_and_nfe_is_counted(small_hybrid, small_tokenize
     r = nfe_regimes(small_hybrid, small_tokenizer, "The movie was", grid, rtol=1e-4, atol=1e-5)
     assert set(r.nfe) == {"dopri5", "adaptive_heun"} and r.seconds > 0
     from steering.analysis.inputs import prompt_tensor
+
     idx, _ = prompt_tensor(small_hybrid, small_tokenizer, "The movie was")
     h0 = small_hybrid.encode(idx)
     for i in (0, 4, 8):
         alone = small_hybrid.middle(h0, [float(grid[i]), 0.0], SolverConfig("dopri5", rtol=1e-4, atol=1e-5))
         assert r.nfe["dopri5"][i] == alone.nfe
-    assert np.all((r.nfe["dopri5"] - 2) % 6 == 0)            # 2 start-up evaluations + 6 per attempted step
+    assert np.all((r.nfe["dopri5"] - 2) % 6 == 0)  # 2 start-up evaluations + 6 per attempted step
     assert np.all(r.steps["dopri5"] >= 1)
     assert np.all((r.target_probability >= 0) & (r.target_probability <= 1))
     assert r.target_raw.shape == (9, 2)
@@ -44,16 +52,20 @@ def test_the_reading_of_the_shipped_profile():
     u = np.round(np.linspace(-2, 2, 41), 6)
     nfe = np.where((u > -0.55) & (u < 0.45), 14, 20)
     switches, segments = level_switches(u, nfe)
-    assert regimes_reading(segments, -0.03) == ("two regimes: 14 NFE for -0.55 < u < 0.45, 20 outside; the crossover "
-                                                "(u = -0.03) lies inside the low-NFE band, 0.48 from the nearest "
-                                                "switch (u = 0.45)")
+    assert regimes_reading(segments, -0.03) == (
+        "two regimes: 14 NFE for -0.55 < u < 0.45, 20 outside; the crossover "
+        "(u = -0.03) lies inside the low-NFE band, 0.48 from the nearest "
+        "switch (u = 0.45)"
+    )
     assert regimes_reading(segments, -0.62).endswith("sits on the switch at u = -0.55 (0.07 away)")
     assert regimes_reading(segments, None).endswith("never crosses 50% on the grid")
     assert regimes_reading(level_switches(u, np.full(41, 14))[1], 0.1).startswith("one regime: 14 NFE at every u")
     three = level_switches(u, np.select([u < -1.0, u < 0.0, u < 1.2], [26, 20, 14], 20))[1]
-    assert regimes_reading(three, 0.5) == ("three regimes: 14 NFE for -0.05 < u < 1.15; 20 NFE for -1.05 < u < -0.05 "
-                                           "and u > 1.15; 26 NFE for u < -1.05; the crossover (u = 0.50) lies inside "
-                                           "the 14-NFE band, 0.55 from the nearest switch (u = -0.05)")
+    assert regimes_reading(three, 0.5) == (
+        "three regimes: 14 NFE for -0.05 < u < 1.15; 20 NFE for -1.05 < u < -0.05 "
+        "and u > 1.15; 26 NFE for u < -1.05; the crossover (u = 0.50) lies inside "
+        "the 14-NFE band, 0.55 from the nearest switch (u = -0.05)"
+    )
     assert nearest_switch(switches, -0.03) == pytest.approx(0.45) and nearest_switch(switches, None) is None
     assert nearest_switch([], 0.0) is None
 
@@ -62,12 +74,14 @@ def test_profile_summary_keeps_the_switch_nearest_the_crossover():
     u = np.round(np.linspace(-2, 2, 41), 6)
     nfe = {"dopri5": np.where((u > -0.55) & (u < 0.45), 14, 20), "adaptive_heun": np.where(np.abs(u) < 1.05, 7, 8)}
     steps = {"dopri5": np.where((u > -0.55) & (u < 0.45), 2, 3), "adaptive_heun": nfe["adaptive_heun"] - 2}
-    p = 1 / (1 + np.exp(-3 * (u + 0.6)))                       # crossing at -0.6: on the left switch
+    p = 1 / (1 + np.exp(-3 * (u + 0.6)))  # crossing at -0.6: on the left switch
     s = profile_summary(u, nfe, steps, p)
     assert [x.u for x in s["switches"]] == pytest.approx([-0.55, 0.45])
     assert s["crossover_u"] == pytest.approx(-0.6, abs=0.01) and s["switch_u"] == pytest.approx(-0.55)
     assert s["crossover_to_switch"] == pytest.approx(0.05, abs=0.01)
-    assert s["step_disagreement"] == pytest.approx(3 / 3.5) and s["nfe_disagreement"] == pytest.approx(13 / 13.5)   # 20 vs 7 at u = ±0.6
+    assert s["step_disagreement"] == pytest.approx(3 / 3.5) and s["nfe_disagreement"] == pytest.approx(
+        13 / 13.5
+    )  # 20 vs 7 at u = ±0.6
     assert "sits on the switch at u = -0.55" in s["reading"]
     none = profile_summary(u, {"dopri5": np.full(41, 14)}, {"dopri5": np.full(41, 2)}, np.full(41, 0.9))
     assert none["switches"] == [] and none["switch_u"] is None and none["crossover_to_switch"] is None

@@ -8,11 +8,20 @@ REFERENCE = SolverConfig("dopri5", rtol=1e-7, atol=1e-9)
 
 
 def test_divergence_shrinks_as_fixed_steps_grow(small_hybrid, small_tokenizer):
-    finals = [compare_solvers(small_hybrid, small_tokenizer, "The movie was", [1.5, 0.0],
-                              SolverConfig("euler", steps=n), REFERENCE, n_tau=9).final_divergence
-              for n in (1, 2, 4, 8, 16)]
+    finals = [
+        compare_solvers(
+            small_hybrid,
+            small_tokenizer,
+            "The movie was",
+            [1.5, 0.0],
+            SolverConfig("euler", steps=n),
+            REFERENCE,
+            n_tau=9,
+        ).final_divergence
+        for n in (1, 2, 4, 8, 16)
+    ]
     assert all(b < a for a, b in zip(finals, finals[1:])), finals
-    assert finals[-1] < finals[0] / 8            # first order: 16x the steps, about 1/16 the error
+    assert finals[-1] < finals[0] / 8  # first order: 16x the steps, about 1/16 the error
     assert finals[0] > 1e-6
 
 

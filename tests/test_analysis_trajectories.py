@@ -16,9 +16,15 @@ def count_calls(module):
     return calls
 
 
-@pytest.mark.parametrize("solver", [SolverConfig("euler", steps=4), SolverConfig("rk4", steps=3),
-                                    SolverConfig("dopri5", rtol=1e-6, atol=1e-7),
-                                    SolverConfig("adaptive_heun", rtol=1e-5, atol=1e-6)])
+@pytest.mark.parametrize(
+    "solver",
+    [
+        SolverConfig("euler", steps=4),
+        SolverConfig("rk4", steps=3),
+        SolverConfig("dopri5", rtol=1e-6, atol=1e-7),
+        SolverConfig("adaptive_heun", rtol=1e-5, atol=1e-6),
+    ],
+)
 def test_reported_nfe_is_the_fields_call_count(small_hybrid, small_tokenizer, solver):
     calls = count_calls(small_hybrid.field)
     traj = compute_trajectory(small_hybrid, small_tokenizer, PROMPT, [1.0, 0.0], solver, n_tau=33)
@@ -44,7 +50,7 @@ class Stiffish(torch.nn.Module):
 
     def forward(self, t, y):
         self.times.append(float(t))
-        return -y + 40 * torch.exp(-((t - 0.6) / 0.03) ** 2) * torch.ones_like(y)
+        return -y + 40 * torch.exp(-(((t - 0.6) / 0.03) ** 2)) * torch.ones_like(y)
 
     def callback_accept_step(self, t0, y0, dt):
         self.accepted.append((float(t0), float(dt)))
@@ -68,7 +74,7 @@ def test_pooled_is_the_mean_token_path(small_hybrid, small_tokenizer):
     traj = compute_trajectory(small_hybrid, small_tokenizer, PROMPT, 0.3, n_tau=5)
     assert np.allclose(pooled(traj), traj.states.mean(axis=1))
     assert traj.u.tolist() == pytest.approx([0.3, 0.0])
-    assert np.abs(traj.states[-1] - traj.states[0]).max() > 1e-4   # the field moved the state
+    assert np.abs(traj.states[-1] - traj.states[0]).max() > 1e-4  # the field moved the state
 
 
 def test_discrete_model_gives_its_block_boundaries(small_discrete, small_tokenizer):

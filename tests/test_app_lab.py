@@ -1,4 +1,5 @@
 """The logic behind the lab's pages (steering/lab.py) and its own figure builders, without Streamlit."""
+
 from __future__ import annotations
 
 import math
@@ -13,27 +14,31 @@ from steering.figures.training import ema, global_steps, training_curves_figure
 
 
 def test_query_params_round_trip():
-    state = lab.LabState(prompt="The ending", sentiment=-1.25, style=0.5, solver="dopri5", tolerance=1e-5,
-                         presenter=True)
+    state = lab.LabState(
+        prompt="The ending", sentiment=-1.25, style=0.5, solver="dopri5", tolerance=1e-5, presenter=True
+    )
     parsed, page, notices = lab.parse_query_params(lab.to_query_params(state))
     assert parsed == state and page is None and notices == []
 
 
-@pytest.mark.parametrize("params, field, value, notice", [
-    ({"u": "2.5"}, "sentiment", 2.0, "clamped to 2"),
-    ({"u": "-inf"}, "sentiment", -2.0, "clamped to -2"),
-    ({"u": "NaN"}, "sentiment", 0.0, "not a number"),
-    ({"u": "½"}, "sentiment", 0.0, "not a number"),
-    ({"u": "0.333"}, "sentiment", 0.35, None),                       # snapped to the slider's 0.05 grid
-    ({"style": ["1", "-3"]}, "style", -2.0, "clamped to -2"),         # a repeated key: the last one wins
-    ({"tol": "1e-20"}, "tolerance", 1e-8, "clamped to 1e-08"),
-    ({"tol": "5"}, "tolerance", 0.1, "clamped to 0.1"),
-    ({"steps": "2.5"}, "steps", 2, "not a whole number"),
-    ({"steps": "-4"}, "steps", 1, "clamped to 1"),
-    ({"solver": "RK4"}, "solver", "rk4", None),
-    ({"solver": "leapfrog"}, "solver", "euler", "unknown"),
-    ({"presenter": "yes"}, "presenter", True, None),
-])
+@pytest.mark.parametrize(
+    "params, field, value, notice",
+    [
+        ({"u": "2.5"}, "sentiment", 2.0, "clamped to 2"),
+        ({"u": "-inf"}, "sentiment", -2.0, "clamped to -2"),
+        ({"u": "NaN"}, "sentiment", 0.0, "not a number"),
+        ({"u": "½"}, "sentiment", 0.0, "not a number"),
+        ({"u": "0.333"}, "sentiment", 0.35, None),  # snapped to the slider's 0.05 grid
+        ({"style": ["1", "-3"]}, "style", -2.0, "clamped to -2"),  # a repeated key: the last one wins
+        ({"tol": "1e-20"}, "tolerance", 1e-8, "clamped to 1e-08"),
+        ({"tol": "5"}, "tolerance", 0.1, "clamped to 0.1"),
+        ({"steps": "2.5"}, "steps", 2, "not a whole number"),
+        ({"steps": "-4"}, "steps", 1, "clamped to 1"),
+        ({"solver": "RK4"}, "solver", "rk4", None),
+        ({"solver": "leapfrog"}, "solver", "euler", "unknown"),
+        ({"presenter": "yes"}, "presenter", True, None),
+    ],
+)
 def test_untrusted_link_values_are_clamped_with_a_notice(params, field, value, notice):
     state, _, notices = lab.parse_query_params(params)
     assert getattr(state, field) == pytest.approx(value) if isinstance(value, float) else getattr(state, field) == value
@@ -47,7 +52,7 @@ def test_page_param_and_long_values_in_notices():
     _, page, notices = lab.parse_query_params({"page": "Regimes"})
     assert page == "regimes" and notices == []
     _, page, notices = lab.parse_query_params({"page": "x" * 500})
-    assert page is None and len(notices[0]) < 200                     # a huge value is quoted shortened
+    assert page is None and len(notices[0]) < 200  # a huge value is quoted shortened
 
 
 def test_solver_config_from_state():
@@ -73,6 +78,7 @@ def test_markdown_escaping_leaves_nothing_active():
     escaped = lab.escape_markdown(text)
     assert escaped.replace("\\", "") == text
     import re
+
     assert not set("<>*[]()$:`#") & set(re.sub(r"\\.", "", escaped))
     assert lab.bold_then_plain(" The movie ", "was *great*") == r" **The movie** was \*great\*"
     assert lab.bold_then_plain("", "x") == "x"
@@ -86,11 +92,33 @@ def test_table_csv():
 
 
 def _log(stage1, stage2=0, alpha=True):
-    records = [{"stage": 1, "step": i, "loss": 6 - i / 10, "grad_norm": 1.0 + (i % 2), "ode_grad_norm": 0.1,
-                "alpha": 0.1 if alpha else None, "exploding": i == 3, "vanishing": False} for i in range(stage1)]
-    records += [{"stage": 2, "step": i, "loss": 5.0, "grad_norm": 0.5, "ode_grad_norm": 0.2,
-                 "alpha": 0.2 if alpha else None, "exploding": False, "vanishing": False, "val_loss": 4.9}
-                for i in range(stage2)]
+    records = [
+        {
+            "stage": 1,
+            "step": i,
+            "loss": 6 - i / 10,
+            "grad_norm": 1.0 + (i % 2),
+            "ode_grad_norm": 0.1,
+            "alpha": 0.1 if alpha else None,
+            "exploding": i == 3,
+            "vanishing": False,
+        }
+        for i in range(stage1)
+    ]
+    records += [
+        {
+            "stage": 2,
+            "step": i,
+            "loss": 5.0,
+            "grad_norm": 0.5,
+            "ode_grad_norm": 0.2,
+            "alpha": 0.2 if alpha else None,
+            "exploding": False,
+            "vanishing": False,
+            "val_loss": 4.9,
+        }
+        for i in range(stage2)
+    ]
     return records
 
 
@@ -109,7 +137,7 @@ def test_training_figure_puts_stage_two_after_stage_one():
     assert ema([1, 1, 1], 5).tolist() == [1, 1, 1] and ema([0, 10], 1).tolist() == [0, 10]
     fig = training_curves_figure({"hybrid": log, "discrete": _log(6, alpha=False)}, smooth=3)
     names = [t.name for t in fig.data]
-    assert names.count("hybrid") == 4 and names.count("discrete") == 3      # the discrete model has no α
+    assert names.count("hybrid") == 4 and names.count("discrete") == 3  # the discrete model has no α
     assert "hybrid validation" in names
     assert [s.text for s in fig.layout.annotations][-1].strip() == "stage 2: steering"
     assert fig.layout.yaxis2.type == "log"
@@ -118,11 +146,11 @@ def test_training_figure_puts_stage_two_after_stage_one():
 def test_steer_figure_bars():
     fig = steer_figure([" good", "<b>", "\n"], [0.2, 0.5, 0.3], [np.zeros((2, 2))], [0.0], np.ones((2, 2)), 0.0)
     bar = fig.data[0]
-    assert bar.type == "bar" and bar.xaxis is None                    # the first subplot
-    assert list(bar.y) == ["␣good", "↵", "‹b›"]                 # least likely first: plotly draws bottom-up
+    assert bar.type == "bar" and bar.xaxis is None  # the first subplot
+    assert list(bar.y) == ["␣good", "↵", "‹b›"]  # least likely first: plotly draws bottom-up
     assert list(bar.x) == [0.2, 0.3, 0.5] and tuple(fig.layout.xaxis.range) == (0, 0.7)
     assert list(fig.layout.yaxis.ticktext) == ["␣good  20.0%", "↵  30.0%", "‹b›  50.0%"]
-    go.Figure(fig.to_dict())   # built unvalidated for speed: it must still pass plotly's validation
+    go.Figure(fig.to_dict())  # built unvalidated for speed: it must still pass plotly's validation
     with pytest.raises(ValueError, match="2 probabilities"):
         steer_figure(["a"], [0.1, 0.2], [np.zeros((2, 2))], [0.0], np.ones((2, 2)), 0.0)
     assert display_token("") == "∅"
@@ -131,8 +159,17 @@ def test_steer_figure_bars():
 def test_steer_figure_map():
     ref = [np.array([[0.0, 0.0], [1.0, float(u)]]) for u in (-1, 0, 1)]
     now = np.array([[0.0, 0.0], [1.0, 0.5], [2.0, 0.7]])
-    fig = steer_figure(["a", "b"], [0.6, 0.4], ref, [-1, 0, 1], now, 0.5, explained=[0.6, 0.3],
-                       bars_title="Next token at u = +0.50", map_title="<b>map</b>")
+    fig = steer_figure(
+        ["a", "b"],
+        [0.6, 0.4],
+        ref,
+        [-1, 0, 1],
+        now,
+        0.5,
+        explained=[0.6, 0.3],
+        bars_title="Next token at u = +0.50",
+        map_title="<b>map</b>",
+    )
     flow = fig.data[1:]
     assert len(flow) == 5 and all(t.xaxis == "x2" and t.yaxis == "y2" for t in flow)
     assert flow[3].name == "now: u = +0.50" and list(flow[3].x) == [0.0, 1.0, 2.0]
@@ -141,7 +178,7 @@ def test_steer_figure_map():
     assert x_lo < 0 and x_hi > 2
     assert flow[0].line.color == "rgb(192,57,43)" and flow[2].line.color == "rgb(31,111,180)"
     assert [a.text for a in fig.layout.annotations] == ["Next token at u = +0.50", "‹b›map‹/b›"]
-    assert fig.layout.xaxis.domain[1] < fig.layout.xaxis2.domain[0]     # side by side, not overlapping
+    assert fig.layout.xaxis.domain[1] < fig.layout.xaxis2.domain[0]  # side by side, not overlapping
     validated = go.Figure(fig.to_dict())
     assert validated.layout.template.layout.paper_bgcolor == "white" and validated.layout.uirevision == "steer-map"
     with pytest.raises(ValueError, match="u values"):
@@ -150,11 +187,13 @@ def test_steer_figure_map():
 
 def test_regimes_in_chunks_equal_one_sweep(small_hybrid, small_tokenizer):
     from steering.analysis.regimes import nfe_regimes
+
     grid = np.linspace(-2, 2, 9)
     whole = nfe_regimes(small_hybrid, small_tokenizer, "The movie was", grid, rtol=1e-3, atol=1e-4)
     seen = []
-    merged = lab.regimes_in_chunks(small_hybrid, small_tokenizer, "The movie was", grid, rtol=1e-3, atol=1e-4,
-                                   chunks=4, on_progress=seen.append)
+    merged = lab.regimes_in_chunks(
+        small_hybrid, small_tokenizer, "The movie was", grid, rtol=1e-3, atol=1e-4, chunks=4, on_progress=seen.append
+    )
     assert seen == [0.25, 0.5, 0.75, 1.0]
     for name in whole.nfe:
         assert merged.nfe[name].tolist() == whole.nfe[name].tolist()
@@ -170,17 +209,29 @@ def test_regimes_in_chunks_equal_one_sweep(small_hybrid, small_tokenizer):
 def test_steer_view_is_deterministic_in_u(small_hybrid, small_tokenizer):
     from steering.analysis.pca import fit_pca_map
     from steering.ode import SolverConfig
+
     pca = fit_pca_map(small_hybrid, small_tokenizer, ["The movie was"], [-1.0, 1.0])
-    views = [lab.compute_steer_view(small_hybrid, small_tokenizer, pca, "The movie was", (u, 0.0),
-                                    SolverConfig("euler", steps=4), max_new_tokens=12) for u in (-2.0, 2.0, -2.0)]
-    assert views[0] == views[2]                                   # same seed: the same text at the same u
+    views = [
+        lab.compute_steer_view(
+            small_hybrid,
+            small_tokenizer,
+            pca,
+            "The movie was",
+            (u, 0.0),
+            SolverConfig("euler", steps=4),
+            max_new_tokens=12,
+        )
+        for u in (-2.0, 2.0, -2.0)
+    ]
+    assert views[0] == views[2]  # same seed: the same text at the same u
     assert views[0].continuation != views[1].continuation
-    assert np.allclose(views[0].path[0], views[1].path[0])        # one start point: u acts inside the block
+    assert np.allclose(views[0].path[0], views[1].path[0])  # one start point: u acts inside the block
     assert views[0].solve_nfe == 4 and len(views[0].path) == 33 and len(views[0].next_tokens) == 10
     assert abs(sum(views[0].next_probs) - 1) < 1 and views[0].next_probs == sorted(views[0].next_probs, reverse=True)
 
 
 def test_steer_badges_colour_the_verdict_and_show_the_numbers():
-    assert lab.steer_badges(0.9, 0.5, 4) == (":blue-badge[judged positive: P(positive) 90%] :gray-badge[VADER +0.50] "
-                                            ":gray-badge[NFE of one solve: 4]")
+    assert lab.steer_badges(0.9, 0.5, 4) == (
+        ":blue-badge[judged positive: P(positive) 90%] :gray-badge[VADER +0.50] :gray-badge[NFE of one solve: 4]"
+    )
     assert lab.steer_badges(0.05, -0.7, 20).startswith(":red-badge[judged negative: P(positive) 5%]")

@@ -6,6 +6,7 @@ counts, greedy decoding gives the same tokens with and without the cache, and di
 backprop through 64 Euler steps needs far more memory than through 4 while the adjoint
 method does not.
 """
+
 import contextlib
 import io
 import json
@@ -17,13 +18,19 @@ import torch
 from steering import bench
 from steering.__main__ import main
 from steering.checkpoint import save_checkpoint
-from steering.model import DiscreteTransformer, HybridODETransformer, ModelConfig, build_model
+from steering.model import ModelConfig, build_model
 from steering.ode import SolverConfig
 
 # Big enough that 64 stored Euler steps (about 1 MB each) stand far above allocator noise.
 BENCH_SMALL = dict(vocab_size=300, block_size=64, d_model=64, n_heads=2, field_hidden=128, control_embed_dim=8)
-RATIO_KEYS = ("latency_ratio", "flop_ratio", "kv_cache_speedup", "adjoint_mem_ratio_64_4",
-              "direct_mem_ratio_64_4", "regimes_sweep_s")
+RATIO_KEYS = (
+    "latency_ratio",
+    "flop_ratio",
+    "kv_cache_speedup",
+    "adjoint_mem_ratio_64_4",
+    "direct_mem_ratio_64_4",
+    "regimes_sweep_s",
+)
 
 
 def _models(vocab_size: int):
@@ -36,8 +43,10 @@ def _models(vocab_size: int):
 def bench_checkpoints(small_tokenizer, tmp_path_factory):
     hybrid, discrete, _ = _models(small_tokenizer.get_vocab_size())
     root = tmp_path_factory.mktemp("bench")
-    return (save_checkpoint(hybrid, root / "hybrid", small_tokenizer, dtype=torch.float32),
-            save_checkpoint(discrete, root / "discrete", small_tokenizer, dtype=torch.float32))
+    return (
+        save_checkpoint(hybrid, root / "hybrid", small_tokenizer, dtype=torch.float32),
+        save_checkpoint(discrete, root / "discrete", small_tokenizer, dtype=torch.float32),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +68,9 @@ def test_bench_json_has_every_ratio_finite_and_positive(bench_json):
     assert len(bench_json["hybrid_forward_runs_ms"]) == len(bench_json["discrete_forward_runs_ms"]) == 7
     median = sorted(bench_json["hybrid_forward_runs_ms"])[3]
     assert bench_json["hybrid_forward_ms"] == pytest.approx(median)
-    assert bench_json["latency_ratio"] == pytest.approx(bench_json["hybrid_forward_ms"] / bench_json["discrete_forward_ms"])
+    assert bench_json["latency_ratio"] == pytest.approx(
+        bench_json["hybrid_forward_ms"] / bench_json["discrete_forward_ms"]
+    )
 
 
 def test_bench_memory_ratios_come_from_two_real_measurements(bench_json):
@@ -80,27 +91,38 @@ def test_bench_generation_and_sweep_figures(bench_json):
     assert bench_json["kv_cache_same_tokens"] is True
     assert bench_json["kv_cache_prompt_tokens"] + bench_json["kv_cache_new_tokens"] == BENCH_SMALL["block_size"]
     assert bench_json["kv_cache_speedup"] == pytest.approx(
-        bench_json["cached_tokens_per_s"] / bench_json["uncached_tokens_per_s"])
+        bench_json["cached_tokens_per_s"] / bench_json["uncached_tokens_per_s"]
+    )
     assert bench_json["regimes_sweep_points"] == 41
-    assert bench_json["regimes_sweep_nfe"] >= 41 * 2 * 6   # two adaptive solvers, several evaluations per solve
+    assert bench_json["regimes_sweep_nfe"] >= 41 * 2 * 6  # two adaptive solvers, several evaluations per solve
     assert bench_json["regimes_sweep_method"].startswith("nfe_regimes")
 
 
 def test_bench_decode_figures(bench_json, small_tokenizer):
-    for key in ("decode_tokens_per_s", "decode_tokens_per_s_general", "decode_speedup", "decode_ms_per_token_floor",
-                "latency_ratio_fused"):
+    for key in (
+        "decode_tokens_per_s",
+        "decode_tokens_per_s_general",
+        "decode_speedup",
+        "decode_ms_per_token_floor",
+        "latency_ratio_fused",
+    ):
         assert math.isfinite(bench_json[key]) and bench_json[key] > 0, (key, bench_json[key])
     assert bench_json["decode_same_tokens"] is True
     assert bench_json["decode_threads"] == 1
     assert bench_json["decode_prompt_tokens"] + bench_json["decode_new_tokens"] == BENCH_SMALL["block_size"]
     assert bench_json["decode_speedup"] == pytest.approx(
-        bench_json["decode_tokens_per_s"] / bench_json["decode_tokens_per_s_general"])
+        bench_json["decode_tokens_per_s"] / bench_json["decode_tokens_per_s_general"]
+    )
     assert bench_json["decode_tokens_per_s"] == pytest.approx(1e3 / bench_json["decode_ms_per_token"])
     assert bench_json["decode_floor_dtype"] in bench_json["decode_floor_ms_by_dtype"]
-    assert bench_json["decode_ms_per_token_floor"] == pytest.approx(min(bench_json["decode_floor_ms_by_dtype"].values()))
+    assert bench_json["decode_ms_per_token_floor"] == pytest.approx(
+        min(bench_json["decode_floor_ms_by_dtype"].values())
+    )
     config = ModelConfig(**{**BENCH_SMALL, "arch": "hybrid", "vocab_size": small_tokenizer.get_vocab_size()})
     assert bench_json["decode_weight_macs"] == bench.decode_weight_macs(config)
-    assert bench_json["latency_minus_flop_ratio"] == pytest.approx(bench_json["latency_ratio"] - bench_json["flop_ratio"])
+    assert bench_json["latency_minus_flop_ratio"] == pytest.approx(
+        bench_json["latency_ratio"] - bench_json["flop_ratio"]
+    )
 
 
 @pytest.mark.parametrize("fixture", ["small_entry_hybrid", "small_hybrid", "small_discrete"])
@@ -111,7 +133,7 @@ def test_a_fast_decoding_step_multiplies_exactly_the_weights_counted(fixture, re
 
     from steering.decode import new_stepper
 
-    class CountMatmuls(TorchDispatchMode):      # FlopCounterMode has no formula for the in-place addmm_
+    class CountMatmuls(TorchDispatchMode):  # FlopCounterMode has no formula for the in-place addmm_
         macs = 0
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -138,7 +160,9 @@ def test_analytic_flops_equal_torch_counted_flops(small_tokenizer):
         assert bench.counted_forward_flops(model, idx) == bench.forward_flops(model.config, 3, 20, attention=False)
     # RK4 evaluates the field four times a step: the count follows the solver that actually runs
     rk4 = SolverConfig("rk4", steps=2)
-    assert bench.counted_forward_flops(hybrid, idx, rk4) == bench.forward_flops(hybrid.config, 3, 20, 8, attention=False)
+    assert bench.counted_forward_flops(hybrid, idx, rk4) == bench.forward_flops(
+        hybrid.config, 3, 20, 8, attention=False
+    )
     assert bench.forward_flops(hybrid.config, 3, 20) > bench.forward_flops(hybrid.config, 3, 20, attention=False)
     # a token-mixing field adds its attention's projections at every evaluation
     mixing = build_model(ModelConfig(**{**hybrid.config.to_dict(), "field_heads": 2, "n_pre": 1, "n_post": 1}))
@@ -147,8 +171,9 @@ def test_analytic_flops_equal_torch_counted_flops(small_tokenizer):
 
 def test_demo_size_flop_ratio_is_the_latency_floor():
     demo = {**bench.DEMO_CONFIG}
-    ratio = (bench.forward_flops(ModelConfig(arch="hybrid", **demo), 8, 128)
-             / bench.forward_flops(ModelConfig(arch="discrete", **demo), 8, 128))
+    ratio = bench.forward_flops(ModelConfig(arch="hybrid", **demo), 8, 128) / bench.forward_flops(
+        ModelConfig(arch="discrete", **demo), 8, 128
+    )
     # 4 field evaluations at width 512 replace two attention blocks: about 0.9 of the discrete FLOPs
     assert 0.85 < ratio < 0.95
 
@@ -165,8 +190,14 @@ def _recorded_memory(spec, steps, adjoint, batch, tokens):
     """A stand-in for the memory subprocesses: this test checks what --random-demo hands them; the
     real one-process-per-configuration measurement is checked by the CLI test above (an in-process
     probe is unreliable inside pytest, where a step can fit in memory freed earlier)."""
-    return bench.MemoryResult(steps=steps, adjoint=adjoint, growth_bytes=(100 + steps) * 2**20,
-                              baseline_bytes=2**30, method="recorded", step_s=0.0)
+    return bench.MemoryResult(
+        steps=steps,
+        adjoint=adjoint,
+        growth_bytes=(100 + steps) * 2**20,
+        baseline_bytes=2**30,
+        method="recorded",
+        step_s=0.0,
+    )
 
 
 def test_random_demo_flag_runs_the_bench_without_checkpoints(monkeypatch, small_tokenizer, capsys):
@@ -174,8 +205,9 @@ def test_random_demo_flag_runs_the_bench_without_checkpoints(monkeypatch, small_
     monkeypatch.setattr(bench, "DEMO_CONFIG", small)
     monkeypatch.setattr(bench, "demo_tokenizer", lambda vocab_size: small_tokenizer)
     specs = []
-    monkeypatch.setattr(bench, "measure_training_memory",
-                        lambda spec, *args: specs.append(spec) or _recorded_memory(spec, *args))
+    monkeypatch.setattr(
+        bench, "measure_training_memory", lambda spec, *args: specs.append(spec) or _recorded_memory(spec, *args)
+    )
     assert main(["bench", "--random-demo", "--checkpoint", "/nonexistent", "--baseline", "/nonexistent"]) == 0
     text = capsys.readouterr().out
     for key in RATIO_KEYS:

@@ -10,14 +10,32 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_cli(*args, env_extra=None):
     import os
+
     env = {**os.environ, "OMP_NUM_THREADS": "1", **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "steering", *args], cwd=ROOT, capture_output=True, text=True,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "steering", *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_generate_json(small_checkpoint):
-    proc = run_cli("generate", "--checkpoint", str(small_checkpoint), "--prompt", "The movie was", "--sentiment",
-                   "1", "--style", "-1", "--n", "2", "--max-new-tokens", "8", "--seed", "5", "--json")
+    proc = run_cli(
+        "generate",
+        "--checkpoint",
+        str(small_checkpoint),
+        "--prompt",
+        "The movie was",
+        "--sentiment",
+        "1",
+        "--style",
+        "-1",
+        "--n",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--seed",
+        "5",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert len(out) == 2
@@ -27,18 +45,34 @@ def test_generate_json(small_checkpoint):
 
 
 def test_generate_text_with_an_adaptive_solver(small_checkpoint):
-    proc = run_cli("generate", "--checkpoint", str(small_checkpoint), "--prompt", "so", "--max-new-tokens", "4",
-                   "--solver", "dopri5", "--rtol", "1e-4", "--atol", "1e-5")
+    proc = run_cli(
+        "generate",
+        "--checkpoint",
+        str(small_checkpoint),
+        "--prompt",
+        "so",
+        "--max-new-tokens",
+        "4",
+        "--solver",
+        "dopri5",
+        "--rtol",
+        "1e-4",
+        "--atol",
+        "1e-5",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "NFE" in proc.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--sentiment", "4"], "[-3, 3]"),
-    (["--style", "nan"], "finite"),
-    (["--solver", "dopri5", "--rtol", "1e-12", "--atol", "1e-12", "--max-steps", "2"], "max_steps=2"),
-    (["--rtol", "-1", "--solver", "dopri5"], "rtol"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--sentiment", "4"], "[-3, 3]"),
+        (["--style", "nan"], "finite"),
+        (["--solver", "dopri5", "--rtol", "1e-12", "--atol", "1e-12", "--max-steps", "2"], "max_steps=2"),
+        (["--rtol", "-1", "--solver", "dopri5"], "rtol"),
+    ],
+)
 def test_generate_bad_input_is_one_clear_line(small_checkpoint, args, message):
     proc = run_cli("generate", "--checkpoint", str(small_checkpoint), "--prompt", "hi", *args)
     assert proc.returncode == 2

@@ -1,4 +1,5 @@
 """The fast decoder (steering/decode.py): the general path's tokens, from fused ops on a static cache."""
+
 import pytest
 import torch
 
@@ -7,8 +8,12 @@ from steering.generate import GREEDY, Cancelled, Sampling, generate, sample_toke
 from steering.ode import SolverConfig
 
 MODELS = ("small_hybrid", "small_mixing_hybrid", "small_entry_hybrid", "small_discrete")
-FIXED = (SolverConfig("euler", steps=4), SolverConfig("euler", steps=3), SolverConfig("midpoint", steps=2),
-         SolverConfig("rk4", steps=2))
+FIXED = (
+    SolverConfig("euler", steps=4),
+    SolverConfig("euler", steps=3),
+    SolverConfig("midpoint", steps=2),
+    SolverConfig("rk4", steps=2),
+)
 SAMPLED = Sampling(temperature=1.0, top_k=50, top_p=0.95)
 
 
@@ -36,7 +41,7 @@ def test_fast_sampling_draws_the_same_tokens_for_the_same_seed(fixture, solver, 
     for seed in (0, 7):
         fast, general, _, _ = _both(model, solver, SAMPLED, n=3, seed=seed)
         assert torch.equal(fast, general)
-        assert len({tuple(row) for row in fast.tolist()}) > 1          # the rows are real, different samples
+        assert len({tuple(row) for row in fast.tolist()}) > 1  # the rows are real, different samples
     other, _, _, _ = _both(model, solver, SAMPLED, n=3, seed=8)
     assert not torch.equal(other, fast)
 
@@ -48,8 +53,9 @@ def test_repetition_controls_and_generate_agree_on_both_paths(fixture, small_tok
     fast, general, _, _ = _both(model, SolverConfig(), sampling, n=2, new=25)
     assert torch.equal(fast, general)
     kwargs = dict(sentiment=-1.5, style=0.5, n=2, max_new_tokens=12, seed=3)
-    assert ([g.tokens for g in generate(model, small_tokenizer, "The movie was", **kwargs)]
-            == [g.tokens for g in generate(model, small_tokenizer, "The movie was", fast=False, **kwargs)])
+    assert [g.tokens for g in generate(model, small_tokenizer, "The movie was", **kwargs)] == [
+        g.tokens for g in generate(model, small_tokenizer, "The movie was", fast=False, **kwargs)
+    ]
 
 
 def test_fast_logits_match_the_general_forward(small_entry_hybrid):
@@ -61,7 +67,7 @@ def test_fast_logits_match_the_general_forward(small_entry_hybrid):
     with torch.inference_mode():
         step = new_stepper(model, 2, u, SolverConfig())
         prefill = step(idx[:, :8], 0, every_token=True)
-        following = [step(idx[:, t:t + 1], t) for t in range(8, 12)]
+        following = [step(idx[:, t : t + 1], t) for t in range(8, 12)]
     assert torch.allclose(prefill, general[:, :8], atol=1e-5, rtol=1e-5)
     for t, logits in zip(range(8, 12), following):
         assert torch.allclose(logits, general[:, t], atol=1e-5, rtol=1e-5)
@@ -71,8 +77,9 @@ def test_rows_with_their_own_generators_match_one_call_per_row(small_entry_hybri
     model = small_entry_hybrid
     controls = torch.tensor([[-2.0, 0.0], [0.0, 0.0], [1.5, -1.0]])
     gens = [torch.Generator().manual_seed(5) for _ in range(3)]
-    batched, _ = fast_sample_tokens(model, [1, 4, 9], controls, 15, n=3, sampling=SAMPLED, solver=SolverConfig(),
-                                    gens=gens)
+    batched, _ = fast_sample_tokens(
+        model, [1, 4, 9], controls, 15, n=3, sampling=SAMPLED, solver=SolverConfig(), gens=gens
+    )
     for row, u in zip(batched, controls):
         alone, _ = sample_tokens(model, [1, 4, 9], u[None], 15, sampling=SAMPLED, seed=5, fast=False)
         assert row.tolist() == alone[0].tolist()
@@ -83,7 +90,7 @@ def test_adaptive_solvers_keep_the_general_path(small_entry_hybrid, small_hybrid
     assert not can_decode_fast(small_entry_hybrid, adaptive) and can_decode_fast(small_entry_hybrid, SolverConfig())
     with pytest.raises(ValueError, match="fixed-step"):
         new_stepper(small_entry_hybrid, 1, torch.zeros(1, 2), adaptive)
-    fast, general, _, _ = _both(small_hybrid, adaptive, GREEDY, new=4)     # generate falls back by itself
+    fast, general, _, _ = _both(small_hybrid, adaptive, GREEDY, new=4)  # generate falls back by itself
     assert torch.equal(fast, general)
 
 
@@ -93,16 +100,24 @@ def test_cancelled_decoding_stops_between_tokens(small_entry_hybrid):
     def cancelled():
         polls.append(1)
         return len(polls) >= 3
+
     with pytest.raises(Cancelled):
-        fast_sample_tokens(small_entry_hybrid, [1, 2, 3], torch.zeros(1, 2), 30, sampling=GREEDY,
-                           solver=SolverConfig(), cancelled=cancelled)
+        fast_sample_tokens(
+            small_entry_hybrid,
+            [1, 2, 3],
+            torch.zeros(1, 2),
+            30,
+            sampling=GREEDY,
+            solver=SolverConfig(),
+            cancelled=cancelled,
+        )
     assert len(polls) == 3
 
 
 def test_packed_weights_follow_the_parameters(small_entry_hybrid):
     model = small_entry_hybrid
     first = packed(model)
-    assert packed(model) is first                      # kept while nothing changes
+    assert packed(model) is first  # kept while nothing changes
     before, _, _, _ = _both(model, SolverConfig(), GREEDY)
     with torch.no_grad():
         model.field.fc_out.weight.mul_(-3.0)

@@ -1,4 +1,5 @@
 """`python -m steering evaluate` on tiny checkpoints trained here, and the pieces it is made of."""
+
 import json
 import math
 from collections import Counter
@@ -12,9 +13,20 @@ from steering.checkpoint import load_checkpoint, read_log
 from steering.generate import GREEDY, sample_tokens
 from steering.tokenizer import decode, encode
 
-PROBABILITIES = ("repeated_trigram_rate", "judge_heldout_acc", "steer_pos_clf", "steer_neg_clf", "steer_pos_vader", "steer_neg_vader",
-                 "steer_neutral_pos_clf", "probe_good_pos", "probe_bad_neg", "style_rt_acc", "style_imdb_acc",
-                 "valid_word_rate")
+PROBABILITIES = (
+    "repeated_trigram_rate",
+    "judge_heldout_acc",
+    "steer_pos_clf",
+    "steer_neg_clf",
+    "steer_pos_vader",
+    "steer_neg_vader",
+    "steer_neutral_pos_clf",
+    "probe_good_pos",
+    "probe_bad_neg",
+    "style_rt_acc",
+    "style_imdb_acc",
+    "valid_word_rate",
+)
 
 
 @pytest.fixture(scope="session")
@@ -33,12 +45,18 @@ def test_cli_prints_exactly_the_issue_keys_with_finite_values_in_range(tiny_trai
         assert 0.0 <= report[key] <= 1.0, key
     vocab = math.log(load_checkpoint(hybrid)[0].config.vocab_size)
     for key in ("val_loss_hybrid", "val_loss_discrete", "val_loss_own_control", "val_loss_u0"):
-        assert 0.5 * vocab < report[key] < 1.5 * vocab, key      # a few steps from uniform
+        assert 0.5 * vocab < report[key] < 1.5 * vocab, key  # a few steps from uniform
     assert report["val_loss_u0"] == report["val_loss_hybrid"] and report["steer_u"] == 1.0
     for key in ("bits_per_byte_hybrid", "bits_per_byte_discrete", "bits_per_byte_hybrid_imdb"):
-        assert 1.0 < report[key] < 8.0, key                      # bits per UTF-8 byte, a few steps from uniform
-    for key in ("alpha_initial", "alpha_final", "solver_divergence", "ode_relative_displacement",
-                "discrete_mid_relative_update", "ppl_ratio_steered"):
+        assert 1.0 < report[key] < 8.0, key  # bits per UTF-8 byte, a few steps from uniform
+    for key in (
+        "alpha_initial",
+        "alpha_final",
+        "solver_divergence",
+        "ode_relative_displacement",
+        "discrete_mid_relative_update",
+        "ppl_ratio_steered",
+    ):
         assert math.isfinite(report[key]) and report[key] >= 0, key
     assert report["ppl_ratio_steered"] > 0 and report["alpha_final"] > 0
     assert isinstance(report["exploding_steps"], int) and isinstance(report["vanishing_steps"], int)
@@ -98,7 +116,7 @@ def test_generated_words_count_a_word_the_prompt_began_once(small_tokenizer):
 def test_solver_divergence_and_block_update_vanish_for_an_identity_block(small_hybrid, small_tokenizer):
     prompts = evaluate.heldout_prompts(small_tokenizer, 2)
     x = torch.tensor(prompts)
-    assert evaluate.solver_divergence(small_hybrid, prompts) > 1e-4          # a real field: Euler errs
+    assert evaluate.solver_divergence(small_hybrid, prompts) > 1e-4  # a real field: Euler errs
     assert evaluate.middle_relative_update(small_hybrid, x, x) > 0.01
     with torch.no_grad():
         small_hybrid.field.alpha.zero_()
@@ -109,8 +127,7 @@ def test_solver_divergence_and_block_update_vanish_for_an_identity_block(small_h
 
 def test_continuation_perplexity_prefers_the_models_own_text(small_hybrid, small_tokenizer):
     prompts = evaluate.heldout_prompts(small_tokenizer, 2)
-    own = torch.stack([sample_tokens(small_hybrid, p, torch.zeros(1, 2), 10, sampling=GREEDY)[0][0]
-                       for p in prompts])
+    own = torch.stack([sample_tokens(small_hybrid, p, torch.zeros(1, 2), 10, sampling=GREEDY)[0][0] for p in prompts])
     noise = torch.randint(0, small_tokenizer.get_vocab_size(), own.shape, generator=torch.Generator().manual_seed(0))
     greedy, random_tokens = (evaluate.continuation_perplexity(small_hybrid, prompts, t) for t in (own, noise))
     assert 1.0 <= greedy < random_tokens
@@ -123,8 +140,10 @@ def test_wrong_checkpoints_are_refused(tiny_trained_pair, capsys):
 
 
 def test_repeated_trigram_rate_counts_repeats_within_each_text_only():
-    assert evaluate.repeated_trigram_rate(["a b c a b c", "x y z"]) == pytest.approx(1 / 5)  # 4 + 1 trigrams, one repeat
-    assert evaluate.repeated_trigram_rate(["a b c", "a b c"]) == 0.0     # across texts is not a repeat
+    assert evaluate.repeated_trigram_rate(["a b c a b c", "x y z"]) == pytest.approx(
+        1 / 5
+    )  # 4 + 1 trigrams, one repeat
+    assert evaluate.repeated_trigram_rate(["a b c", "a b c"]) == 0.0  # across texts is not a repeat
     assert evaluate.repeated_trigram_rate(["It was. it WAS, it was"]) == pytest.approx(2 / 4)
     assert evaluate.repeated_trigram_rate(["", "too short"]) == 0.0
 
@@ -148,8 +167,12 @@ def test_bits_per_byte_is_total_nats_over_bytes(small_hybrid, small_tokenizer):
             logp = small_hybrid(torch.tensor([ids[:-1]]))[0][0].log_softmax(-1)
         nats -= float(logp.gather(-1, torch.tensor(ids[1:])[:, None]).sum())
     n_bytes = sum(len(t.encode("utf-8")) for t in texts)
-    assert evaluate.bits_per_byte(small_hybrid, small_tokenizer, texts, batch=1) == pytest.approx(nats / math.log(2) / n_bytes, rel=1e-5)
-    assert evaluate.bits_per_byte(small_hybrid, small_tokenizer, texts, batch=2) == pytest.approx(nats / math.log(2) / n_bytes, rel=1e-5)
+    assert evaluate.bits_per_byte(small_hybrid, small_tokenizer, texts, batch=1) == pytest.approx(
+        nats / math.log(2) / n_bytes, rel=1e-5
+    )
+    assert evaluate.bits_per_byte(small_hybrid, small_tokenizer, texts, batch=2) == pytest.approx(
+        nats / math.log(2) / n_bytes, rel=1e-5
+    )
 
 
 def test_steering_is_judged_at_steer_u(tiny_trained_pair):
@@ -165,13 +188,25 @@ def test_steering_is_judged_at_steer_u(tiny_trained_pair):
 
 def test_sampling_sweep_judges_each_sampler_on_the_same_prompts(tiny_trained_pair, capsys, monkeypatch):
     from steering.generate import Sampling
+
     hybrid, _ = tiny_trained_pair
-    grid = {"plain": Sampling(temperature=1.0, top_k=None), "ban": Sampling(temperature=1.0, top_k=None, no_repeat_ngram=2)}
+    grid = {
+        "plain": Sampling(temperature=1.0, top_k=None),
+        "ban": Sampling(temperature=1.0, top_k=None, no_repeat_ngram=2),
+    }
     report = evaluate.sampling_sweep(hybrid, grid, n_prompts=3)
     assert list(report) == ["plain", "ban"]
     for row in report.values():
-        assert set(row) == {"steer_pos_clf", "steer_neg_clf", "steer_pos_vader", "steer_neg_vader", "style_rt_acc",
-                            "style_imdb_acc", "valid_word_rate", "repeated_trigram_rate"}
+        assert set(row) == {
+            "steer_pos_clf",
+            "steer_neg_clf",
+            "steer_pos_vader",
+            "steer_neg_vader",
+            "style_rt_acc",
+            "style_imdb_acc",
+            "valid_word_rate",
+            "repeated_trigram_rate",
+        }
         assert all(0.0 <= v <= 1.0 for v in row.values())
     monkeypatch.setattr(evaluate, "SAMPLING_GRID", {"only": Sampling(temperature=0.7, top_k=40)})
     assert main(["sampling", "--checkpoint", str(hybrid), "--prompts", "2", "--json"]) == 0

@@ -1,5 +1,6 @@
 """`python -m steering experiments --quick` on tiny checkpoints trained here, the activation-steering
 baseline it compares against, the accuracy-vs-fluency figure and the Results page."""
+
 import json
 import math
 from pathlib import Path
@@ -11,8 +12,14 @@ import torch
 
 from steering import experiments
 from steering.__main__ import main
-from steering.activation_steering import (ActivationSteered, SteeringCurve, pareto_verdict, pooled_residuals,
-                                          steering_vector, symmetric_grid)
+from steering.activation_steering import (
+    ActivationSteered,
+    SteeringCurve,
+    pareto_verdict,
+    pooled_residuals,
+    steering_vector,
+    symmetric_grid,
+)
 from steering.checkpoint import load_checkpoint
 from steering.figures.results import accuracy_fluency_figure
 from steering.generate import GREEDY, sample_tokens
@@ -21,27 +28,63 @@ from steering.tokenizer import bos_id, encode
 REPO = Path(__file__).resolve().parent.parent
 # Every figure the issue asks for, by its place in results.json.
 REQUIRED = (
-    "stability.hybrid.final_loss", "stability.discrete.final_loss", "stability.hybrid.grad_norm.mean",
-    "stability.hybrid.grad_norm.std", "stability.discrete.grad_norm.mean", "stability.hybrid.middle_grad_norm.mean",
-    "stability.alpha_initial", "stability.alpha_final", "stability.hybrid.exploding_steps",
-    "stability.hybrid.vanishing_steps", "stability.parameters_hybrid", "stability.parameters_discrete",
-    "steering.probe.+1.p_good", "steering.probe.+1.p_bad", "steering.probe.-1.p_good", "steering.probe.-1.p_bad",
-    "steering.probe.0.p_good", "steering.probe.0.p_bad", "steering.steer_pos_clf", "steering.steer_neg_clf",
-    "steering.steer_pos_vader", "steering.steer_neg_vader", "continuity.solver_divergence",
-    "continuity.sweep.largest_jump", "continuity.sweep.largest_jump_u", "efficiency.latency_ratio",
-    "efficiency.flop_ratio", "efficiency.kv_cache_speedup", "efficiency.adjoint_mem_ratio_64_4",
-    "efficiency.direct_mem_ratio_64_4", "efficiency.regimes_sweep_s", "solver_probing.nfe_dopri5",
-    "solver_probing.nfe_adaptive_heun", "solver_probing.n_switches", "solver_probing.crossover_u",
-    "solver_probing.nfe_disagreement", "solver_probing.step_disagreement", "solver_probing.regimes_reading",
-    "solver_probing.alignment.probe.n_prompts", "solver_probing.alignment.heldout.n_prompts",
-    "continuity.curvature.arc_to_chord", "continuity.curvature.orthogonal_share",
+    "stability.hybrid.final_loss",
+    "stability.discrete.final_loss",
+    "stability.hybrid.grad_norm.mean",
+    "stability.hybrid.grad_norm.std",
+    "stability.discrete.grad_norm.mean",
+    "stability.hybrid.middle_grad_norm.mean",
+    "stability.alpha_initial",
+    "stability.alpha_final",
+    "stability.hybrid.exploding_steps",
+    "stability.hybrid.vanishing_steps",
+    "stability.parameters_hybrid",
+    "stability.parameters_discrete",
+    "steering.probe.+1.p_good",
+    "steering.probe.+1.p_bad",
+    "steering.probe.-1.p_good",
+    "steering.probe.-1.p_bad",
+    "steering.probe.0.p_good",
+    "steering.probe.0.p_bad",
+    "steering.steer_pos_clf",
+    "steering.steer_neg_clf",
+    "steering.steer_pos_vader",
+    "steering.steer_neg_vader",
+    "continuity.solver_divergence",
+    "continuity.sweep.largest_jump",
+    "continuity.sweep.largest_jump_u",
+    "efficiency.latency_ratio",
+    "efficiency.flop_ratio",
+    "efficiency.kv_cache_speedup",
+    "efficiency.adjoint_mem_ratio_64_4",
+    "efficiency.direct_mem_ratio_64_4",
+    "efficiency.regimes_sweep_s",
+    "solver_probing.nfe_dopri5",
+    "solver_probing.nfe_adaptive_heun",
+    "solver_probing.n_switches",
+    "solver_probing.crossover_u",
+    "solver_probing.nfe_disagreement",
+    "solver_probing.step_disagreement",
+    "solver_probing.regimes_reading",
+    "solver_probing.alignment.probe.n_prompts",
+    "solver_probing.alignment.heldout.n_prompts",
+    "continuity.curvature.arc_to_chord",
+    "continuity.curvature.orthogonal_share",
     "continuity.curvature.orthogonal_share_map",
-    "solver_probing.tolerance_slope", "solver_probing.probe_accuracy", "second_paper.euler_order",
-    "second_paper.rk4_order", "second_paper.contraction.negative.final_ftle",
-    "second_paper.contraction.positive.final_ftle", "activation_steering.u_grid", "activation_steering.c_grid",
-    "activation_steering.hybrid.accuracy_clf", "activation_steering.activation.accuracy_vader",
-    "activation_steering.hybrid.paired_perplexity", "activation_steering.pareto.clf.dominates",
-    "activation_steering.pareto.vader.dominates", "meta.total_seconds",
+    "solver_probing.tolerance_slope",
+    "solver_probing.probe_accuracy",
+    "second_paper.euler_order",
+    "second_paper.rk4_order",
+    "second_paper.contraction.negative.final_ftle",
+    "second_paper.contraction.positive.final_ftle",
+    "activation_steering.u_grid",
+    "activation_steering.c_grid",
+    "activation_steering.hybrid.accuracy_clf",
+    "activation_steering.activation.accuracy_vader",
+    "activation_steering.hybrid.paired_perplexity",
+    "activation_steering.pareto.clf.dominates",
+    "activation_steering.pareto.vader.dominates",
+    "meta.total_seconds",
 )
 
 
@@ -56,12 +99,15 @@ def lookup(results: dict, dotted: str):
 def quick_run(tiny_trained_pair, tmp_path_factory):
     hybrid, discrete = tiny_trained_pair
     out = tmp_path_factory.mktemp("results")
-    assert main(["experiments", "--quick", "--out", str(out), "--checkpoint", str(hybrid),
-                 "--baseline", str(discrete)]) == 0
+    assert (
+        main(["experiments", "--quick", "--out", str(out), "--checkpoint", str(hybrid), "--baseline", str(discrete)])
+        == 0
+    )
     return out, json.loads((out / "results.json").read_text())
 
 
 # ---------------------------------------------------------------- the quick run
+
 
 def test_quick_run_has_every_figure_present_and_finite(quick_run):
     _, results = quick_run
@@ -99,12 +145,13 @@ def test_quick_run_figures_agree_with_the_models_and_each_other(quick_run, tiny_
     assert sp["alignment"]["probe"]["n_prompts"] == 10
     assert sp["alignment"]["heldout"]["n_prompts"] == experiments.QUICK.alignment_heldout
     assert not any("agreement" == k or k.endswith("_agreement") for k in sp)
-    assert all(c["nfe_level"] in [seg["level"] for seg in sp["segments"]]
-               for c in r["second_paper"]["contraction"].values())
+    assert all(
+        c["nfe_level"] in [seg["level"] for seg in sp["segments"]] for c in r["second_paper"]["contraction"].values()
+    )
     cu = r["continuity"]["curvature"]
     assert len(cu["arc_to_chord"]) == len(cu["u"]) and all(x >= 1 for x in cu["arc_to_chord"])
     assert all(n > 0 for n in sp["nfe_dopri5"] + sp["tolerance_nfe"])
-    assert r["second_paper"]["euler_order"] == pytest.approx(1.0, abs=0.2)   # Euler is first order
+    assert r["second_paper"]["euler_order"] == pytest.approx(1.0, abs=0.2)  # Euler is first order
     act = r["activation_steering"]
     assert len(act["u_grid"]) == len(act["c_grid"]) == experiments.QUICK.grid_points
     for grid in (np.array(act["u_grid"]), np.array(act["c_grid"])):
@@ -125,7 +172,7 @@ def test_quick_run_writes_the_markdown_table(quick_run):
     for row in results["table"]:
         assert row["section"] and row["paper"] and row["ours"] and row["how"]
     assert sum(line.startswith("| ") for line in md.splitlines()) >= len(results["table"])
-    assert "0.068%" in md and "6.449 vs 6.471" in md          # the paper's figures sit beside ours
+    assert "0.068%" in md and "6.449 vs 6.471" in md  # the paper's figures sit beside ours
     assert "## The paper's alignment claim" in md and "over prompts" in md
     assert "within 15% (step counts)" in md and "agreement" not in md.replace("disagreement", "")
     assert experiments.load_results(out)["table"] == results["table"]
@@ -143,29 +190,39 @@ def test_load_results_explains_bad_files(tmp_path):
 
 def test_order_lower_bound_when_the_errors_hit_the_reference_floor():
     steps = np.array([1, 2, 4, 8])
-    errors = np.array([1e-6, 1e-6 / 16, 1e-9, 1e-9])          # below the floor 1e-8 from N = 4 on
+    errors = np.array([1e-6, 1e-6 / 16, 1e-9, 1e-9])  # below the floor 1e-8 from N = 4 on
     assert experiments.order_lower_bound(steps, errors, 1e-8) == pytest.approx(np.log(1e-6 / 16 / 1e-8) / np.log(2))
     assert experiments.order_lower_bound(steps, np.full(4, 1e-9), 1e-8) == 0.0
 
 
 # ---------------------------------------------------------------- activation steering
 
+
 def test_steering_vector_is_the_mean_difference_of_per_review_means(small_discrete, small_tokenizer):
-    reviews = [SimpleNamespace(text=t, label=label) for t, label in
-               [("a fine and lovely film", 1), ("great acting , great story", 1), ("dull .", 0),
-                ("the plot is a mess and the jokes fall flat", 0), ("i loved it", 1), ("awful", 0)]]
+    reviews = [
+        SimpleNamespace(text=t, label=label)
+        for t, label in [
+            ("a fine and lovely film", 1),
+            ("great acting , great story", 1),
+            ("dull .", 0),
+            ("the plot is a mess and the jokes fall flat", 0),
+            ("i loved it", 1),
+            ("awful", 0),
+        ]
+    ]
     vec = steering_vector(small_discrete, small_tokenizer, reviews, max_reviews=6)
 
     def review_mean(text):
         ids = torch.tensor([[bos_id(small_tokenizer)] + encode(small_tokenizer, text)])
         with torch.no_grad():
             return small_discrete.encode(ids)[0].mean(0)
+
     pos = torch.stack([review_mean(r.text) for r in reviews if r.label == 1]).mean(0)
     neg = torch.stack([review_mean(r.text) for r in reviews if r.label == 0]).mean(0)
     assert torch.allclose(vec.vector, pos - neg, atol=1e-5)
     assert vec.n_positive == vec.n_negative == 3
     pooled, _ = pooled_residuals(small_discrete, small_tokenizer, [reviews[0].text, reviews[3].text])
-    assert torch.allclose(pooled[0], review_mean(reviews[0].text), atol=1e-5)    # padding leaves the mean alone
+    assert torch.allclose(pooled[0], review_mean(reviews[0].text), atol=1e-5)  # padding leaves the mean alone
     with pytest.raises(ValueError, match="positive and one negative"):
         steering_vector(small_discrete, small_tokenizer, reviews[:2])
 
@@ -214,8 +271,9 @@ def _curve(method, acc, ppl):
     acc, ppl = np.asarray(acc, float), np.asarray(ppl, float)
     grid = np.arange(-(len(acc) - 1), len(acc), dtype=float)
     zeros = np.zeros(len(grid))
-    return SteeringCurve(method, method, grid, zeros, zeros, zeros, zeros, zeros, np.arange(len(acc), dtype=float),
-                         acc, acc, ppl, {})
+    return SteeringCurve(
+        method, method, grid, zeros, zeros, zeros, zeros, zeros, np.arange(len(acc), dtype=float), acc, acc, ppl, {}
+    )
 
 
 def test_pareto_verdict_names_the_dominating_method_or_neither():
@@ -225,21 +283,38 @@ def test_pareto_verdict_names_the_dominating_method_or_neither():
     assert verdict["dominates"] == "hybrid"
     assert verdict["activation_points_dominated"] == 2 and verdict["hybrid_points_dominated"] == 0
     assert pareto_verdict(worse, better, "vader")["dominates"] == "hybrid"
-    crossing = _curve("activation", [0.5, 0.99, 0.6], [21, 30, 21])   # more accurate, but only at a cost
+    crossing = _curve("activation", [0.5, 0.99, 0.6], [21, 30, 21])  # more accurate, but only at a cost
     assert pareto_verdict(better, crossing, "clf")["dominates"] == "neither"
 
 
 # ---------------------------------------------------------------- the figure and the page
 
+
 def test_accuracy_fluency_figure_plots_both_methods_and_judges():
-    curves = [{"label": "hybrid", "magnitudes": [0, 1.5, 3], "accuracy_clf": [0.5, 0.8, 0.9],
-               "accuracy_vader": [0.4, 0.6, 0.7], "paired_perplexity": [20, 22, 30]},
-              {"label": "activation", "magnitudes": [0, 10, 20], "accuracy_clf": [0.5, 0.6, 0.7],
-               "accuracy_vader": [0.4, 0.5, 0.5], "paired_perplexity": [19, 25, 60]}]
+    curves = [
+        {
+            "label": "hybrid",
+            "magnitudes": [0, 1.5, 3],
+            "accuracy_clf": [0.5, 0.8, 0.9],
+            "accuracy_vader": [0.4, 0.6, 0.7],
+            "paired_perplexity": [20, 22, 30],
+        },
+        {
+            "label": "activation",
+            "magnitudes": [0, 10, 20],
+            "accuracy_clf": [0.5, 0.6, 0.7],
+            "accuracy_vader": [0.4, 0.5, 0.5],
+            "paired_perplexity": [19, 25, 60],
+        },
+    ]
     fig = accuracy_fluency_figure(curves)
     assert len(fig.data) == 4
-    assert [t.name for t in fig.data] == ["hybrid, classifier judge", "hybrid, VADER judge",
-                                          "activation, classifier judge", "activation, VADER judge"]
+    assert [t.name for t in fig.data] == [
+        "hybrid, classifier judge",
+        "hybrid, VADER judge",
+        "activation, classifier judge",
+        "activation, VADER judge",
+    ]
     assert list(fig.data[2].x) == [19, 25, 60] and list(fig.data[3].y) == [0.4, 0.5, 0.5]
     assert list(fig.data[0].text) == ["0", "1.5", "3"]
     assert fig.data[0].line.color != fig.data[2].line.color
@@ -251,6 +326,7 @@ def test_accuracy_fluency_figure_plots_both_methods_and_judges():
 
 def _page(folder, monkeypatch):
     from streamlit.testing.v1 import AppTest
+
     monkeypatch.setenv("STEERING_RESULTS", str(folder))
     return AppTest.from_file(str(REPO / "pages" / "results.py"), default_timeout=60).run()
 

@@ -1,4 +1,5 @@
 """Each figure builder on hand-made plain data: trace counts, axis titles, data ranges."""
+
 from types import SimpleNamespace as NS
 
 import numpy as np
@@ -15,14 +16,14 @@ TAU = np.linspace(0, 1, 5)
 
 
 def paths():
-    return [NS(name="p", u=u, tau=TAU, points=np.c_[TAU, u * TAU, TAU ** 2]) for u in (-2.0, 0.0, 2.0)]
+    return [NS(name="p", u=u, tau=TAU, points=np.c_[TAU, u * TAU, TAU**2]) for u in (-2.0, 0.0, 2.0)]
 
 
 def test_pca_paths_2d_3d_and_animation():
     fig = pca_paths_figure(paths(), dims=2, explained_variance=[0.5, 0.3, 0.1])
-    assert isinstance(fig, go.Figure) and len(fig.data) == 4           # three paths + the τ = 0 markers
+    assert isinstance(fig, go.Figure) and len(fig.data) == 4  # three paths + the τ = 0 markers
     assert fig.layout.xaxis.title.text.startswith("PC1 (50.0%")
-    assert fig.data[0].line.color != fig.data[2].line.color            # coloured by u
+    assert fig.data[0].line.color != fig.data[2].line.color  # coloured by u
     assert list(fig.data[2].y) == pytest.approx(list(2.0 * TAU))
     fig3 = pca_paths_figure(paths(), dims=3, highlight=[paths()[1]], animate=True)
     assert len(fig3.data) == 5 and fig3.layout.scene.zaxis.title.text == "PC3"
@@ -41,13 +42,22 @@ def test_probes_figure():
 
 
 def test_divergence_and_eval_points():
-    comparison = NS(tau=TAU, divergence=np.array([0, 1e-4, 2e-4, 3e-4, 4e-4]),
-                    a=NS(solver_label="euler (4 steps)"), b=NS(solver_label="dopri5"))
+    comparison = NS(
+        tau=TAU,
+        divergence=np.array([0, 1e-4, 2e-4, 3e-4, 4e-4]),
+        a=NS(solver_label="euler (4 steps)"),
+        b=NS(solver_label="dopri5"),
+    )
     fig = divergence_figure([comparison, comparison])
-    assert len(fig.data) == 2 and fig.layout.yaxis.type == "log" and len(fig.data[0].x) == 4   # τ=0 off the log axis
+    assert len(fig.data) == 2 and fig.layout.yaxis.type == "log" and len(fig.data[0].x) == 4  # τ=0 off the log axis
     assert fig.layout.xaxis.title.text == "depth τ" and max(fig.data[0].y) == pytest.approx(4e-4)
-    traj = NS(solver_label="dopri5", nfe=8, eval_taus=[0, 0.1, 0.5, 1.05, 0.3, 0.4, 0.5, 0.6],
-              accepted_taus=[0.0, 0.5], rejected_taus=[0.5])
+    traj = NS(
+        solver_label="dopri5",
+        nfe=8,
+        eval_taus=[0, 0.1, 0.5, 1.05, 0.3, 0.4, 0.5, 0.6],
+        accepted_taus=[0.0, 0.5],
+        rejected_taus=[0.5],
+    )
     fig = eval_points_figure([traj])
     assert len(fig.data) == 3 and list(fig.data[2].x) == [0.5] and fig.layout.xaxis.range[1] > 1.05
     assert fig.layout.yaxis.title.text == "solver"
@@ -55,35 +65,50 @@ def test_divergence_and_eval_points():
 
 def test_nfe_regimes_tolerance_and_sweep():
     u = np.linspace(-2, 2, 41)
-    regimes = NS(u=u, nfe={"dopri5": np.where((u > -0.55) & (u < 0.45), 14, 20), "adaptive_heun": np.full(41, 7)},
-                 target_probability=1 / (1 + np.exp(-u)), targets=[" good", " bad"],
-                 switches=[NS(u=-0.55, from_level=20.0, to_level=14.0), NS(u=0.45, from_level=14.0, to_level=20.0)],
-                 crossover_u=0.0, axis="sentiment")
+    regimes = NS(
+        u=u,
+        nfe={"dopri5": np.where((u > -0.55) & (u < 0.45), 14, 20), "adaptive_heun": np.full(41, 7)},
+        target_probability=1 / (1 + np.exp(-u)),
+        targets=[" good", " bad"],
+        switches=[NS(u=-0.55, from_level=20.0, to_level=14.0), NS(u=0.45, from_level=14.0, to_level=20.0)],
+        crossover_u=0.0,
+        axis="sentiment",
+    )
     fig = nfe_regimes_figure(regimes)
     assert len(fig.data) == 3 and fig.layout.xaxis.title.text == "control u (sentiment)"
     assert len(fig.layout.shapes) == 3 and {s.x0 for s in fig.layout.shapes} == {-0.55, 0.45, 0.0}
     labels = [a.text for a in fig.layout.annotations]
     assert any(t.startswith("20 → 14 NFE") for t in labels) and any(t.startswith("14 → 20 NFE") for t in labels)
     assert fig.layout.yaxis.title.text == "function evaluations (NFE)" and max(fig.data[0].y) == 20
-    assert fig.data[0].line.shape == "hvh"                      # each level change drawn midway, on its switch
+    assert fig.data[0].line.shape == "hvh"  # each level change drawn midway, on its switch
     assert len(nfe_regimes_figure(NS(**{**regimes.__dict__, "switches": []})).layout.shapes) == 1
     scaling = NS(tolerances=np.array([1e-2, 1e-4, 1e-6]), nfe=np.array([14, 20, 26]), slope=0.15, solver="dopri5")
     fig = tolerance_figure(scaling)
     assert len(fig.data) == 2 and fig.layout.xaxis.type == "log" and "0.150" in fig.data[1].name
     assert list(fig.data[0].x) == pytest.approx([1e2, 1e4, 1e6])
-    sweep = NS(u=u, target_tokens=[" good", " bad"], probabilities=np.c_[0.5 / (1 + np.exp(-u)), 0.5 / (1 + np.exp(u))],
-               relative=np.c_[1 / (1 + np.exp(-u)), 1 / (1 + np.exp(u))], axis="style")
+    sweep = NS(
+        u=u,
+        target_tokens=[" good", " bad"],
+        probabilities=np.c_[0.5 / (1 + np.exp(-u)), 0.5 / (1 + np.exp(u))],
+        relative=np.c_[1 / (1 + np.exp(-u)), 1 / (1 + np.exp(u))],
+        axis="style",
+    )
     fig = steering_sweep_figure(sweep, relative=True)
     assert len(fig.data) == 2 and fig.layout.xaxis.title.text == "control u (style)"
     assert fig.layout.yaxis.range == (0, 1.02) and max(fig.data[0].y) <= 1
 
 
 def test_alignment_strip_plot():
-    rows = [NS(prompt="The movie was", switches=[NS(u=-0.55), NS(u=0.45)], crossover_u=-0.03, aligned=False),
-            NS(prompt="A long prompt " * 5, switches=[NS(u=-0.65), NS(u=0.65)], crossover_u=-0.65, aligned=True),
-            NS(prompt="Flat", switches=[], crossover_u=None, aligned=False)]
-    alignment = NS(prompts=rows, u=np.linspace(-2, 2, 41),
-                   stats={"threshold": 0.1, "aligned_share": 0.5, "null_aligned_share": 0.1})
+    rows = [
+        NS(prompt="The movie was", switches=[NS(u=-0.55), NS(u=0.45)], crossover_u=-0.03, aligned=False),
+        NS(prompt="A long prompt " * 5, switches=[NS(u=-0.65), NS(u=0.65)], crossover_u=-0.65, aligned=True),
+        NS(prompt="Flat", switches=[], crossover_u=None, aligned=False),
+    ]
+    alignment = NS(
+        prompts=rows,
+        u=np.linspace(-2, 2, 41),
+        stats={"threshold": 0.1, "aligned_share": 0.5, "null_aligned_share": 0.1},
+    )
     fig = alignment_figure(alignment)
     bands, switches, crossovers = fig.data
     assert list(switches.x) == [-0.55, 0.45, -0.65, 0.65] and len(set(switches.y)) == 2
@@ -97,22 +122,39 @@ def test_alignment_strip_plot():
 
 def test_curvature_figure():
     u = np.array([-1.0, 0.0, 1.0])
-    c = NS(u=u, arc_to_chord=np.array([1.0, 1.001, 1.01]), orthogonal_share=np.array([0.0, 0.02, 0.05]),
-           arc_to_chord_map=np.array([1.0, 1.0, 1.002]), orthogonal_share_map=np.array([0.0, 0.01, 0.03]),
-           axis="sentiment")
+    c = NS(
+        u=u,
+        arc_to_chord=np.array([1.0, 1.001, 1.01]),
+        orthogonal_share=np.array([0.0, 0.02, 0.05]),
+        arc_to_chord_map=np.array([1.0, 1.0, 1.002]),
+        orthogonal_share_map=np.array([0.0, 0.01, 0.03]),
+        axis="sentiment",
+    )
     fig = curvature_figure(c)
     assert len(fig.data) == 4 and fig.layout.yaxis.type == "log"
     assert list(fig.data[0].y) == pytest.approx([0.0, 0.001, 0.01]) and list(fig.data[1].y) == [0.0, 0.02, 0.05]
     assert fig.layout.xaxis.title.text == "control u (sentiment)"
-    alone = curvature_figure(NS(u=u, arc_to_chord=c.arc_to_chord, orthogonal_share=c.orthogonal_share,
-                                arc_to_chord_map=None, orthogonal_share_map=None))
+    alone = curvature_figure(
+        NS(
+            u=u,
+            arc_to_chord=c.arc_to_chord,
+            orthogonal_share=c.orthogonal_share,
+            arc_to_chord_map=None,
+            orthogonal_share_map=None,
+        )
+    )
     assert len(alone.data) == 2
 
 
 def test_depth_lens_heatmaps():
-    lens = NS(tau=TAU, shown_tokens=[" the", "the", " the"], shown_probs=np.linspace(0, 0.6, 15).reshape(5, 3),
-              token_strings=["<bos>", "The", " movie"], position_top_tokens=[["a", "b", "c"]] * 5,
-              position_top_probs=np.full((5, 3), 0.4))
+    lens = NS(
+        tau=TAU,
+        shown_tokens=[" the", "the", " the"],
+        shown_probs=np.linspace(0, 0.6, 15).reshape(5, 3),
+        token_strings=["<bos>", "The", " movie"],
+        position_top_tokens=[["a", "b", "c"]] * 5,
+        position_top_probs=np.full((5, 3), 0.4),
+    )
     fig = depth_lens_heatmap(lens)
     assert len(fig.data) == 1 and np.asarray(fig.data[0].z).shape == (3, 5)
     assert list(fig.data[0].y) == ["␣the", "the", "␣the (2)"] and fig.layout.xaxis.title.text == "depth τ"
@@ -125,14 +167,21 @@ def test_depth_lens_heatmaps():
 
 
 def test_contraction_and_convergence_figures():
-    runs = [NS(tau=TAU, u=np.array([u, 0.0]), ftle=-0.1 * TAU + u, top_symmetric_eigenvalue=0.2 - TAU)
-            for u in (-1.0, 1.0)]
+    runs = [
+        NS(tau=TAU, u=np.array([u, 0.0]), ftle=-0.1 * TAU + u, top_symmetric_eigenvalue=0.2 - TAU) for u in (-1.0, 1.0)
+    ]
     fig = contraction_figure(runs)
     assert len(fig.data) == 4 and fig.layout.xaxis2.title.text == "depth τ"
     assert fig.layout.yaxis.title.text == "FTLE λ" and fig.layout.yaxis2.title.text == "λ_max(S)"
     assert min(fig.data[1].y) == pytest.approx(-0.8)
-    conv = NS(steps=np.array([1, 2, 4, 8]), euler_error=np.array([1e-2, 5e-3, 2.5e-3, 1.25e-3]),
-              rk4_error=np.array([1e-4, 6e-6, 4e-7, 2.5e-8]), euler_order=1.0, rk4_order=float("nan"), floor=1e-9)
+    conv = NS(
+        steps=np.array([1, 2, 4, 8]),
+        euler_error=np.array([1e-2, 5e-3, 2.5e-3, 1.25e-3]),
+        rk4_error=np.array([1e-4, 6e-6, 4e-7, 2.5e-8]),
+        euler_order=1.0,
+        rk4_order=float("nan"),
+        floor=1e-9,
+    )
     fig = convergence_figure(conv)
     assert len(fig.data) == 3 and fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert "order 1.00" in fig.data[0].name and "too few" in fig.data[1].name

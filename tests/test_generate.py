@@ -5,10 +5,16 @@ from steering.generate import filter_logits, generate
 from steering.ode import SolverConfig
 
 
-@pytest.mark.parametrize("fixture,solver", [("small_hybrid", SolverConfig()), ("small_discrete", SolverConfig()),
-                                           ("small_mixing_hybrid", SolverConfig()),
-                                           ("small_mixing_hybrid", SolverConfig("rk4", steps=3)),
-                                           ("small_entry_hybrid", SolverConfig())])
+@pytest.mark.parametrize(
+    "fixture,solver",
+    [
+        ("small_hybrid", SolverConfig()),
+        ("small_discrete", SolverConfig()),
+        ("small_mixing_hybrid", SolverConfig()),
+        ("small_mixing_hybrid", SolverConfig("rk4", steps=3)),
+        ("small_entry_hybrid", SolverConfig()),
+    ],
+)
 def test_cached_and_uncached_sampling_give_the_same_tokens(fixture, solver, small_tokenizer, request):
     model = request.getfixturevalue(fixture)
     kwargs = dict(sentiment=1.0, n=3, max_new_tokens=20, temperature=1.0, top_k=50, top_p=0.95, seed=7, solver=solver)
@@ -51,11 +57,17 @@ def test_adaptive_solver_generation_reports_its_nfe(small_hybrid, small_tokenize
     assert out.nfe >= 3 * 6  # at least one dopri5 step (6 evaluations) per token
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(sentiment=5.0), "range|lie in"), (dict(style=float("nan")), "finite"),
-    (dict(max_new_tokens=0), "max_new_tokens"), (dict(max_new_tokens=10_000), "max_new_tokens"),
-    (dict(temperature=-1.0), "temperature"), (dict(top_p=0.0), "top_p"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(sentiment=5.0), "range|lie in"),
+        (dict(style=float("nan")), "finite"),
+        (dict(max_new_tokens=0), "max_new_tokens"),
+        (dict(max_new_tokens=10_000), "max_new_tokens"),
+        (dict(temperature=-1.0), "temperature"),
+        (dict(top_p=0.0), "top_p"),
+    ],
+)
 def test_bad_sampling_arguments_are_refused(small_hybrid, small_tokenizer, kwargs, message):
     with pytest.raises(ValueError, match=message):
         generate(small_hybrid, small_tokenizer, "hello", **kwargs)
@@ -63,9 +75,15 @@ def test_bad_sampling_arguments_are_refused(small_hybrid, small_tokenizer, kwarg
 
 def test_step_cap_is_reported_not_hung(small_hybrid, small_tokenizer):
     from steering.ode import SolverStepLimitError
+
     with pytest.raises(SolverStepLimitError, match="max_steps"):
-        generate(small_hybrid, small_tokenizer, "hello", max_new_tokens=2,
-                 solver=SolverConfig("dopri5", rtol=1e-12, atol=1e-12, max_steps=2))
+        generate(
+            small_hybrid,
+            small_tokenizer,
+            "hello",
+            max_new_tokens=2,
+            solver=SolverConfig("dopri5", rtol=1e-12, atol=1e-12, max_steps=2),
+        )
 
 
 def test_top_k_and_top_p_filtering():
@@ -83,23 +101,36 @@ def test_token_mixing_field_caches_only_where_that_is_exact(small_mixing_hybrid,
     with pytest.raises(ValueError, match="fixed-step solver"):
         model.middle(model.encode(ids, caches), torch.zeros(2), SolverConfig("dopri5"), caches=caches)
     # generation with an adaptive solver integrates the whole sequence each step instead of failing
-    out = generate(model, small_tokenizer, "The movie was", sentiment=1.0, max_new_tokens=5,
-                   solver=SolverConfig("dopri5", rtol=1e-3, atol=1e-4), use_cache=True)[0]
+    out = generate(
+        model,
+        small_tokenizer,
+        "The movie was",
+        sentiment=1.0,
+        max_new_tokens=5,
+        solver=SolverConfig("dopri5", rtol=1e-3, atol=1e-4),
+        use_cache=True,
+    )[0]
     assert len(out.tokens) == 5 and out.nfe > 5
 
 
 def test_no_repeat_ngram_bans_every_token_that_would_repeat_an_ngram(small_hybrid, small_tokenizer):
     from steering.generate import Sampling
+
     # greedy decoding of a random model loops; the ban must break every repeated token trigram
     plain = generate(small_hybrid, small_tokenizer, "the the the", max_new_tokens=30, temperature=0.0)[0]
-    banned = generate(small_hybrid, small_tokenizer, "the the the", max_new_tokens=30,
-                      sampling=Sampling(temperature=0.0, top_k=None, no_repeat_ngram=3))[0]
+    banned = generate(
+        small_hybrid,
+        small_tokenizer,
+        "the the the",
+        max_new_tokens=30,
+        sampling=Sampling(temperature=0.0, top_k=None, no_repeat_ngram=3),
+    )[0]
 
     def repeats(ids):
         grams = list(zip(ids, ids[1:], ids[2:]))
         return len(grams) - len(set(grams))
 
-    prompt = [0] + small_tokenizer.encode("the the the", add_special_tokens=False).ids   # BOS + prompt
+    prompt = [0] + small_tokenizer.encode("the the the", add_special_tokens=False).ids  # BOS + prompt
     assert repeats(prompt + plain.tokens) > 0
     # the prompt's own repeats stay; no generated token adds one
     assert repeats(prompt + banned.tokens) == repeats(prompt)
@@ -107,6 +138,7 @@ def test_no_repeat_ngram_bans_every_token_that_would_repeat_an_ngram(small_hybri
 
 def test_repetition_penalty_lowers_only_tokens_already_in_the_text():
     from steering.generate import Sampling, penalize_repeats
+
     logits = torch.tensor([[2.0, -1.0, 3.0, 0.5]])
     history = torch.tensor([[0, 1]])
     out = penalize_repeats(logits, history, Sampling(repetition_penalty=2.0))
@@ -114,10 +146,16 @@ def test_repetition_penalty_lowers_only_tokens_already_in_the_text():
     assert torch.equal(penalize_repeats(logits, history, Sampling()), logits)
 
 
-@pytest.mark.parametrize("kwargs,message", [(dict(repetition_penalty=0.5), "repetition_penalty"),
-                                            (dict(no_repeat_ngram=-1), "no_repeat_ngram"),
-                                            (dict(temperature=-1.0), "temperature")])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(repetition_penalty=0.5), "repetition_penalty"),
+        (dict(no_repeat_ngram=-1), "no_repeat_ngram"),
+        (dict(temperature=-1.0), "temperature"),
+    ],
+)
 def test_bad_sampling_settings_are_refused(kwargs, message):
     from steering.generate import Sampling
+
     with pytest.raises(ValueError, match=message):
         Sampling(**kwargs)

@@ -1,4 +1,5 @@
 """The judges: obvious sentences, held-out accuracy, and that the shipped plain files predict like scikit-learn."""
+
 import json
 
 import numpy as np
@@ -39,7 +40,15 @@ def test_vader_reads_obvious_sentiment_and_leaves_plain_facts_neutral():
 
 
 def test_vader_decision_rule_uses_the_published_thresholds():
-    assert judge.vader_verdict(np.array([0.05, 0.049, 0.0, -0.049, -0.05, 0.9, -0.9])).tolist() == [1, 0, 0, 0, -1, 1, -1]
+    assert judge.vader_verdict(np.array([0.05, 0.049, 0.0, -0.049, -0.05, 0.9, -0.9])).tolist() == [
+        1,
+        0,
+        0,
+        0,
+        -1,
+        1,
+        -1,
+    ]
 
 
 def test_style_judge_tells_blurbs_from_reviews():
@@ -48,13 +57,15 @@ def test_style_judge_tells_blurbs_from_reviews():
 
 def test_style_judge_sees_case_and_spaced_punctuation():
     # the same words, once as the corpus writes RT blurbs and once as prose
-    assert judge.judge_style(["the plot is thin , but the cast is charming .",
-                              "The plot is thin, but the cast is charming."]).tolist() == [-1, 1]
+    assert judge.judge_style(
+        ["the plot is thin , but the cast is charming .", "The plot is thin, but the cast is charming."]
+    ).tolist() == [-1, 1]
 
 
 def test_sentiment_classifier_ignores_the_source_formatting():
-    p = judge.sentiment_judge().probability(["a funny , moving and wonderful film .",
-                                             "A funny, moving and wonderful film."])
+    p = judge.sentiment_judge().probability(
+        ["a funny , moving and wonderful film .", "A funny, moving and wonderful film."]
+    )
     assert p[0] == pytest.approx(p[1], abs=1e-12)
 
 
@@ -78,8 +89,9 @@ def test_shipped_judges_were_trained_on_the_current_training_split():
 def test_plain_file_judge_predicts_like_scikit_learn(tmp_path):
     train, heldout = data.train_reviews()[::20], data.heldout_reviews()[::10]
     spec = judge.SENTIMENT_SPEC
-    vectorizer, classifier = judge.fit_sklearn(spec, [r.text for r in train],
-                                               [judge.review_target(spec, r) for r in train])
+    vectorizer, classifier = judge.fit_sklearn(
+        spec, [r.text for r in train], [judge.review_target(spec, r) for r in train]
+    )
     texts = [r.text for r in heldout] + POSITIVE + NEGATIVE + ["", "zzzz qqqq"]
     expected = classifier.predict_proba(vectorizer.transform(texts))[:, 1]
     rebuilt = judge.LinearTextJudge.from_sklearn(spec, vectorizer, classifier)

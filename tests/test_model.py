@@ -89,6 +89,7 @@ def test_solver_choice_is_a_plain_argument(small_hybrid):
 
 def test_cached_attention_matches_full_attention_as_its_buffers_grow():
     from steering.attention import CausalSelfAttention
+
     torch.manual_seed(0)
     attn = CausalSelfAttention(32, 4).eval()
     x = torch.randn(2, 150, 32)
@@ -96,7 +97,7 @@ def test_cached_attention_matches_full_attention_as_its_buffers_grow():
         full = attn(x)
         cache: dict = {}
         # a 5-token prefix, then one token at a time past the first buffer size (64) and its doubling
-        pieces = [attn(x[:, :5], cache)] + [attn(x[:, t:t + 1], cache) for t in range(5, 150)]
+        pieces = [attn(x[:, :5], cache)] + [attn(x[:, t : t + 1], cache) for t in range(5, 150)]
     assert cache["length"] == 150
     assert torch.allclose(torch.cat(pieces, dim=1), full, atol=1e-5)
 
@@ -116,13 +117,14 @@ def test_split_control_starts_equal_then_lets_each_sign_move_alone(small_hybrid)
         positive_only = small_hybrid(x, torch.tensor([[1.0, 0.5]] * 3))[0]
         small_hybrid.field.control_embed_negative.weight.div_(3.0)
         assert torch.allclose(small_hybrid(x, torch.tensor([[1.0, 0.5]] * 3))[0], positive_only, atol=1e-6)
-    assert torch.allclose(after[2], before[2], atol=1e-6)        # u = 0 embeds to zero either way
-    assert not torch.allclose(after[0], before[0], atol=1e-4)    # row 0's style is negative
-    assert not torch.allclose(after[1], before[1], atol=1e-4)    # row 1's sentiment is negative
+    assert torch.allclose(after[2], before[2], atol=1e-6)  # u = 0 embeds to zero either way
+    assert not torch.allclose(after[0], before[0], atol=1e-4)  # row 0's style is negative
+    assert not torch.allclose(after[1], before[1], atol=1e-4)  # row 1's sentiment is negative
 
 
 def test_split_control_checkpoint_round_trip(small_hybrid, tmp_path):
-    from steering.checkpoint import load_checkpoint, save_checkpoint
+    from steering.checkpoint import save_checkpoint
+
     small_hybrid.split_control()
     with torch.no_grad():
         small_hybrid.field.control_embed_negative.weight.mul_(2.0)
@@ -132,7 +134,9 @@ def test_split_control_checkpoint_round_trip(small_hybrid, tmp_path):
     loaded = json.loads((tmp_path / "config.json").read_text())
     assert loaded["model"]["split_control"] is True
     from safetensors.torch import load_file
+
     from steering.model import build_model
+
     rebuilt = build_model(ModelConfig.from_dict(loaded["model"]))
     rebuilt.load_state_dict(load_file(str(tmp_path / "model.safetensors")))
     rebuilt.eval()

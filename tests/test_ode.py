@@ -1,10 +1,15 @@
-import math
-
 import pytest
 import torch
 
-from steering.ode import (ControlledVectorField, SolverConfig, SolverStepLimitError, path_roughness, solve_block,
-                          validate_control, validate_tau_grid)
+from steering.ode import (
+    ControlledVectorField,
+    SolverConfig,
+    SolverStepLimitError,
+    path_roughness,
+    solve_block,
+    validate_control,
+    validate_tau_grid,
+)
 
 
 def make_field(seed=0, alpha=0.5, out_std=0.1):
@@ -42,8 +47,12 @@ def test_fixed_and_adaptive_solvers_agree_on_a_smooth_field():
     h0 = torch.randn(2, 4, 16)
     u = torch.tensor([[1.0, -1.0]])
     reference = solve_block(field, h0, u, SolverConfig("dopri5", rtol=1e-8, atol=1e-8)).final
-    for solver in (SolverConfig("rk4", steps=16), SolverConfig("bosh3", rtol=1e-6, atol=1e-6),
-                   SolverConfig("adaptive_heun", rtol=1e-6, atol=1e-6), SolverConfig("midpoint", steps=64)):
+    for solver in (
+        SolverConfig("rk4", steps=16),
+        SolverConfig("bosh3", rtol=1e-6, atol=1e-6),
+        SolverConfig("adaptive_heun", rtol=1e-6, atol=1e-6),
+        SolverConfig("midpoint", steps=64),
+    ):
         out = solve_block(field, h0, u, solver).final
         assert (out - reference).norm() / reference.norm() < 1e-4, solver
     moved = (reference - h0).norm() / h0.norm()
@@ -72,21 +81,30 @@ def test_adaptive_step_cap_raises_a_clear_error():
     assert solve_block(field, h0, torch.tensor([[0.0, 0.0]]), SolverConfig("euler")).nfe == 4  # still usable
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(method="rk45"), "unknown solver"),
-    (dict(method="dopri5", rtol=0.0), "rtol"),
-    (dict(method="dopri5", atol=float("nan")), "atol"),
-    (dict(method="dopri5", rtol=5.0), "rtol"),
-    (dict(method="euler", steps=0), "steps"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(method="rk45"), "unknown solver"),
+        (dict(method="dopri5", rtol=0.0), "rtol"),
+        (dict(method="dopri5", atol=float("nan")), "atol"),
+        (dict(method="dopri5", rtol=5.0), "rtol"),
+        (dict(method="euler", steps=0), "steps"),
+    ],
+)
 def test_bad_solver_settings_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         SolverConfig(**kwargs)
 
 
-@pytest.mark.parametrize("u, message", [
-    ([float("nan"), 0.0], "finite"), ([4.0, 0.0], r"\[-3, 3\]"), ([0.0, -3.5], r"\[-3, 3\]"), ([1.0], "2 values"),
-])
+@pytest.mark.parametrize(
+    "u, message",
+    [
+        ([float("nan"), 0.0], "finite"),
+        ([4.0, 0.0], r"\[-3, 3\]"),
+        ([0.0, -3.5], r"\[-3, 3\]"),
+        ([1.0], "2 values"),
+    ],
+)
 def test_bad_controls_are_refused(u, message):
     with pytest.raises(ValueError, match=message):
         validate_control(u)
@@ -112,7 +130,9 @@ def test_path_roughness_relative_to_the_field_is_blind_to_its_size():
     scaled = [10 * out for out in path]
     # relative to the state, a ten times larger field is a hundred times rougher
     assert path_roughness(scaled, h0).item() == pytest.approx(100 * path_roughness(path, h0).item(), rel=1e-5)
-    assert path_roughness(scaled, h0, "field").item() == pytest.approx(path_roughness(path, h0, "field").item(), rel=1e-5)
+    assert path_roughness(scaled, h0, "field").item() == pytest.approx(
+        path_roughness(path, h0, "field").item(), rel=1e-5
+    )
     # mean squared step 0.04 per token over mean |F|² = 4 * mean((1 + 0.1k)²)
     expected = 0.04 / (4 * sum((1 + 0.1 * k) ** 2 for k in range(4)) / 4)
     assert path_roughness(path, h0, "field").item() == pytest.approx(expected, rel=1e-5)
@@ -138,15 +158,22 @@ def test_adjoint_and_direct_backprop_give_the_same_gradients():
 
 def test_euler_fast_path_matches_torchdiffeq_euler():
     from torchdiffeq import odeint
+
     from steering.ode import _FieldUnderControl
+
     field = make_field()
     h0 = torch.randn(2, 5, 16)
     u = torch.tensor([[0.8, -0.4], [-1.0, 1.0]])
     for steps in (1, 4, 7):
         fast = solve_block(field, h0, u, SolverConfig("euler", steps=steps))
         assert fast.nfe == steps and fast.eval_taus == pytest.approx([k / steps for k in range(steps)])
-        reference = odeint(_FieldUnderControl(field, u), h0, torch.tensor([0.0, 1.0]), method="euler",
-                           options={"step_size": 1.0 / steps})
+        reference = odeint(
+            _FieldUnderControl(field, u),
+            h0,
+            torch.tensor([0.0, 1.0]),
+            method="euler",
+            options={"step_size": 1.0 / steps},
+        )
         assert torch.allclose(fast.states, reference, atol=1e-6)
     # a finer τ grid still goes through torchdiffeq and agrees at the end
     grid = solve_block(field, h0, u, SolverConfig("euler", steps=4), tau=torch.linspace(0, 1, 9))
@@ -163,15 +190,15 @@ def test_a_token_sees_earlier_tokens_only_when_the_field_mixes_them(mix_heads):
         torch.nn.init.normal_(field.mix.proj.weight, std=0.1)
     h = torch.randn(1, 6, 16)
     changed = h.clone()
-    changed[0, 2] += torch.randn(16)           # disturb token 2 only
+    changed[0, 2] += torch.randn(16)  # disturb token 2 only
     base = solve_block(field, h, torch.zeros(1, 2)).final
     moved = solve_block(field, changed, torch.zeros(1, 2)).final
     diff = (moved - base).abs().amax(dim=-1)[0]
-    assert torch.all(diff[:2] == 0)           # causal: earlier tokens never see a later one
+    assert torch.all(diff[:2] == 0)  # causal: earlier tokens never see a later one
     if mix_heads:
-        assert torch.all(diff[3:] > 1e-4)      # later tokens attend to it
+        assert torch.all(diff[3:] > 1e-4)  # later tokens attend to it
     else:
-        assert torch.all(diff[3:] == 0)        # a per-token field keeps tokens apart
+        assert torch.all(diff[3:] == 0)  # a per-token field keeps tokens apart
 
 
 def test_a_mixing_field_starts_near_the_identity():
@@ -229,7 +256,7 @@ def test_a_field_blind_to_its_writes_keeps_four_euler_steps_close_to_the_exact_p
         with torch.no_grad():
             field.fc_in.weight[:, -1] = 0
             move = solve_block(field, h0, u, SolverConfig("euler", steps=4)).final - h0
-            field.alpha.fill_(0.25 * h0.norm().item() / move.norm().item())    # move H by about a quarter of its size
+            field.alpha.fill_(0.25 * h0.norm().item() / move.norm().item())  # move H by about a quarter of its size
             coarse = solve_block(field, h0, u, SolverConfig("euler", steps=4)).final
             fine = solve_block(field, h0, u, SolverConfig("rk4", steps=64)).final
         assert 0.15 < ((fine - h0).norm() / h0.norm()).item() < 0.4
@@ -263,7 +290,7 @@ def test_entry_normalisation_reads_the_shared_shift_that_layer_normalisation_rem
     field = _field_that_never_reads_its_writes(norm_mode="entry")
     assert field.read_write_overlap().item() < 1e-10
     with torch.no_grad():
-        field.fc_in.weight[:, :8].normal_()   # the reads see [0, 8), whose mean the writes now shift
+        field.fc_in.weight[:, :8].normal_()  # the reads see [0, 8), whose mean the writes now shift
         field.fc_out.weight[:8] += 0.3
     entry_overlap = field.read_write_overlap().item()
     field.norm_mode = "layer"

@@ -27,8 +27,8 @@ def test_wanted_keys_are_computed_in_the_background_once_and_then_served():
     assert p.wait_idle()
     assert compute.calls == [1, 2] and compute.threads == {"steer-prefetch"}
     assert p.result(2) == 20 and p.result(1) == 10
-    assert compute.calls == [1, 2]          # served, not recomputed
-    assert p.result(3) == 30                # not foreseen: computed by the caller
+    assert compute.calls == [1, 2]  # served, not recomputed
+    assert p.result(3) == 30  # not foreseen: computed by the caller
     assert compute.calls == [1, 2, 3] and threading.current_thread().name in compute.threads
 
 
@@ -36,9 +36,9 @@ def test_a_new_wish_replaces_the_queue_and_skips_what_is_kept():
     gate, started = threading.Event(), threading.Event()
     compute = Counting()
     p = Prefetcher(lambda k: (started.set(), gate.wait(5), compute(k))[2])
-    p.want([1, 2, 3])                       # the worker takes 1 and blocks on the gate
+    p.want([1, 2, 3])  # the worker takes 1 and blocks on the gate
     assert started.wait(5)
-    p.want([4, 1])                          # 2 and 3 are dropped; 1 is in progress, so skipped
+    p.want([4, 1])  # 2 and 3 are dropped; 1 is in progress, so skipped
     gate.set()
     assert p.wait_idle()
     assert compute.calls == [1, 4]
@@ -80,7 +80,7 @@ def test_the_worker_waits_for_a_quiet_moment_before_starting():
     p.want([1])
     time.sleep(0.1)
     assert started == []
-    p.want([2])                              # a newer wish restarts the wait
+    p.want([2])  # a newer wish restarts the wait
     assert p.wait_idle()
     assert len(started) == 1 and started[0] - wished >= 0.3 - 0.02
 
@@ -101,13 +101,13 @@ def test_close_waits_for_the_job_in_progress_and_stops_working_ahead():
     closer = threading.Thread(target=p.close)
     closer.start()
     time.sleep(0.05)
-    assert closer.is_alive()                 # job 1 is still running
+    assert closer.is_alive()  # job 1 is still running
     gate.set()
     closer.join(5)
-    assert not closer.is_alive() and compute.calls == [1]      # 2 was dropped
+    assert not closer.is_alive() and compute.calls == [1]  # 2 was dropped
     p.want([3])
     assert p.wait_idle() and compute.calls == [1]
-    assert p.result(3) == 30                 # the caller still gets its value
+    assert p.result(3) == 30  # the caller still gets its value
 
 
 # ---------------------------------------------------------------- the model lock and the range work-ahead
@@ -120,17 +120,18 @@ def test_fair_lock_serves_a_waiting_page_before_the_work_ahead_takes_it_back():
     lock, order = FairLock(), []
     held, go = threading.Event(), threading.Event()
 
-    def worker():                 # takes the lock again and again, as a worker looping over batches does
+    def worker():  # takes the lock again and again, as a worker looping over batches does
         for i in range(3):
             with _hold(lock, background=True):
                 order.append(f"batch {i}")
                 if i == 0:
                     held.set()
                     go.wait(5)
+
     t = threading.Thread(target=worker)
     t.start()
     assert held.wait(5)
-    page = threading.Thread(target=lambda: (_acquire_and_note(lock, order, "page")))
+    page = threading.Thread(target=lambda: _acquire_and_note(lock, order, "page"))
     page.start()
     deadline = time.monotonic() + 5
     while lock.waiting() != (1, 0) and time.monotonic() < deadline:
@@ -180,7 +181,7 @@ class Batches:
 
     def compute_many(self, keys, cancelled):
         with self.lock:
-            for _ in keys:                          # between "tokens", as lab_ui's batches do
+            for _ in keys:  # between "tokens", as lab_ui's batches do
                 self.lock.pause_for_foreground()
                 if cancelled():
                     self.cancelled.append(tuple(keys))
@@ -193,12 +194,17 @@ class Batches:
 def test_the_range_goes_in_batches_nearest_first_and_reports_when_done():
     lock, done = FairLock(), []
     work = Batches(lock, hold=0.001)
-    p = Prefetcher(work.compute, compute_many=work.compute_many, batch=3, single=2,
-                   on_done=lambda session, seconds, keys, last: done.append((session, keys, last)))
+    p = Prefetcher(
+        work.compute,
+        compute_many=work.compute_many,
+        batch=3,
+        single=2,
+        on_done=lambda session, seconds, keys, last: done.append((session, keys, last)),
+    )
     p.want(list(range(10)), session="a")
     assert p.wait_idle()
     assert work.single == [0, 1] and work.batches == [(2, 3, 4), (5, 6, 7), (8, 9)]
-    assert p.result(7) == ("view", 7) and work.single == [0, 1]        # served from the range
+    assert p.result(7) == ("view", 7) and work.single == [0, 1]  # served from the range
     deadline = time.monotonic() + 5
     while not done and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -211,9 +217,9 @@ def test_a_changed_input_cancels_the_batch_in_progress():
     p = Prefetcher(work.compute, compute_many=work.compute_many, batch=4, single=0)
     p.want([("old", k) for k in range(8)], session="a")
     deadline = time.monotonic() + 5
-    while not p.in_progress() and time.monotonic() < deadline:    # until the first batch is taken
+    while not p.in_progress() and time.monotonic() < deadline:  # until the first batch is taken
         time.sleep(0.005)
-    p.want([("new", k) for k in range(4)], session="a")          # the prompt changed
+    p.want([("new", k) for k in range(4)], session="a")  # the prompt changed
     assert p.wait_idle()
     assert work.cancelled == [tuple(("old", k) for k in range(4))] and p.cancelled_batches == 1
     assert work.batches == [tuple(("new", k) for k in range(4))]  # the old range was dropped, not finished
@@ -225,24 +231,24 @@ def test_another_session_still_wanting_a_batch_keeps_it_running():
     work = Batches(lock, hold=0.03)
     p = Prefetcher(work.compute, compute_many=work.compute_many, batch=4, single=0)
     p.want(range(4), session="a")
-    p.want(range(4), session="b")                                 # the same prompt in a second tab
+    p.want(range(4), session="b")  # the same prompt in a second tab
     deadline = time.monotonic() + 5
     while not p.in_progress() and time.monotonic() < deadline:
         time.sleep(0.002)
-    p.want([100], session="a")                                    # a moves on; b still wants 0..3
+    p.want([100], session="a")  # a moves on; b still wants 0..3
     assert p.wait_idle()
     assert work.cancelled == [] and (0, 1, 2, 3) in work.batches
 
 
 def test_a_second_sessions_step_is_served_while_the_first_sessions_range_computes():
     lock = FairLock()
-    work = Batches(lock, hold=0.02)                # a batch of 4 holds the model for ~80 ms
+    work = Batches(lock, hold=0.02)  # a batch of 4 holds the model for ~80 ms
     p = Prefetcher(work.compute, compute_many=work.compute_many, batch=4, single=0)
-    p.want([("a", k) for k in range(80)], session="a")            # ~1.6 s of work ahead
+    p.want([("a", k) for k in range(80)], session="a")  # ~1.6 s of work ahead
     deadline = time.monotonic() + 5
     while not work.batches and time.monotonic() < deadline:
         time.sleep(0.005)
-    assert p.result(("b", 0)) == ("view", ("b", 0))              # the other session's step, not foreseen
+    assert p.result(("b", 0)) == ("view", ("b", 0))  # the other session's step, not foreseen
     # served between two tokens of the batch in progress, not behind a's whole range
     assert p.pending("a") > 40 and len(work.batches) < 3
     p.close()
@@ -262,14 +268,14 @@ def test_sessions_take_turns_batch_by_batch():
 def test_range_controls_cover_the_slider_nearest_first():
     order = range_controls((0.5, -0.25))
     positions = [c[0] for c in order]
-    assert len(order) == 80 and all(c[1] == -0.25 for c in order)          # 81 positions, the current one shown
+    assert len(order) == 80 and all(c[1] == -0.25 for c in order)  # 81 positions, the current one shown
     assert sorted(positions) == sorted(snap_u(-2 + 0.05 * k) for k in range(81) if k != 50)
     assert order[:4] == [(0.55, -0.25), (0.45, -0.25), (0.6, -0.25), (0.4, -0.25)]
     distances = [abs(p - 0.5) for p in positions]
     assert distances == sorted(distances, key=lambda d: round(d / 0.05))
     moving_down = range_controls((0.5, 0.0), previous=(0.55, 0.0))
     assert moving_down[:3] == [(0.45, 0.0), (0.55, 0.0), (0.4, 0.0)]
-    after_style = range_controls((0.5, 0.2), previous=(0.5, 0.15))          # the style moved: its neighbours first
+    after_style = range_controls((0.5, 0.2), previous=(0.5, 0.15))  # the style moved: its neighbours first
     assert after_style[:2] == [(0.5, 0.25), (0.5, 0.15)] and len(after_style) == 82
 
 
@@ -279,17 +285,18 @@ def test_a_batch_lets_a_waiting_page_in_between_two_tokens():
 
     def batch():
         with _hold(lock, background=True):
-            with lock:                                   # reentrant: the pause keeps the depth held
+            with lock:  # reentrant: the pause keeps the depth held
                 for token in range(4):
                     order.append(f"token {token}")
                     started.set()
                     time.sleep(0.03)
                     lock.pause_for_foreground()
+
     worker = threading.Thread(target=batch)
     worker.start()
     assert started.wait(5)
     _acquire_and_note(lock, order, "page")
     worker.join(5)
-    assert order.index("page") < order.index("token 3")          # in the middle of the batch, not after it
+    assert order.index("page") < order.index("token 3")  # in the middle of the batch, not after it
     assert order.count("page") == 1 and len(order) == 5
-    assert lock.waiting() == (0, 0) and not lock.pause_for_foreground()   # not held here: nothing to pause
+    assert lock.waiting() == (0, 0) and not lock.pause_for_foreground()  # not held here: nothing to pause

@@ -1,7 +1,9 @@
 """The checkpoints in assets/: they load with no download, and the quick evaluation is in range."""
+
 import json
 import math
 import shlex
+import warnings
 from dataclasses import asdict
 
 import pytest
@@ -9,7 +11,7 @@ import pytest
 from steering import evaluate
 from steering.__main__ import build_parser
 from steering.checkpoint import ASSETS, load_checkpoint
-from steering.train import TrainConfig, make_config, train_config_fields
+from steering.train import make_config, train_config_fields, train_config_from_dict
 
 ROOT = ASSETS.parent
 
@@ -37,9 +39,19 @@ def test_quick_evaluation_of_the_shipped_model_has_every_key_in_range(quick_repo
                 assert all(0 <= p <= 1 for p in probs.values())
             continue
         assert isinstance(value, (int, float)) and math.isfinite(value), key
-    for key in ("steer_pos_clf", "steer_neg_clf", "steer_pos_vader", "steer_neg_vader", "steer_neutral_pos_clf",
-                "probe_good_pos", "probe_bad_neg", "style_rt_acc", "style_imdb_acc", "valid_word_rate",
-                "judge_heldout_acc"):
+    for key in (
+        "steer_pos_clf",
+        "steer_neg_clf",
+        "steer_pos_vader",
+        "steer_neg_vader",
+        "steer_neutral_pos_clf",
+        "probe_good_pos",
+        "probe_bad_neg",
+        "style_rt_acc",
+        "style_imdb_acc",
+        "valid_word_rate",
+        "judge_heldout_acc",
+    ):
         assert 0 <= quick_report[key] <= 1, key
     config = json.loads((ASSETS / "hybrid" / "config.json").read_text())["model"]
     assert 0 < quick_report["val_loss_hybrid"] < math.log(config["vocab_size"])
@@ -71,11 +83,15 @@ def test_the_recipe_script_trains_exactly_the_shipped_configs():
         overrides = {k: getattr(args, k) for k in train_config_fields() if hasattr(args, k)}
         recipe = asdict(make_config(args.preset, **overrides))
         recipe["vocab_size"] = tokenizer.vocab_size  # train takes the size from the tokenizer it is given
-        shipped = json.loads((ASSETS / arch / "config.json").read_text())["meta"]["train"]
-        # a field added after the checkpoint was trained must default to what it trained with
-        shipped = {**asdict(TrainConfig()), **shipped}
-        assert {k: v for k, v in shipped.items() if k not in where_it_ran} == \
-               {k: v for k, v in recipe.items() if k not in where_it_ran}, arch
+        # a field added after the checkpoint was trained must default to what it trained with, and
+        # an option removed since must have been at the value the code now always uses (else: a warning)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            config = json.loads((ASSETS / arch / "config.json").read_text())
+            shipped = asdict(train_config_from_dict(config["meta"]["train"]))
+        assert {k: v for k, v in shipped.items() if k not in where_it_ran} == {
+            k: v for k, v in recipe.items() if k not in where_it_ran
+        }, arch
 
 
 def test_the_recipe_reproduces_the_shipped_tokenizer(tmp_path):

@@ -1,4 +1,5 @@
 """The Steer page's views computed several controls at a time (steering.lab.compute_steer_views)."""
+
 import numpy as np
 import pytest
 
@@ -12,6 +13,7 @@ CONTROLS = [(-2.0, 0.0), (-0.05, 0.0), (0.5, 1.0), (2.0, 0.0)]
 @pytest.fixture
 def pca(small_entry_hybrid, small_tokenizer):
     from steering.analysis.pca import fit_pca_map
+
     return fit_pca_map(small_entry_hybrid, small_tokenizer, ["The movie was"], [-1.0, 1.0])
 
 
@@ -21,17 +23,28 @@ def _general_view(model, tok, pca, prompt, control, solver, max_new_tokens):
     from steering.analysis.sweep import next_token_distribution
     from steering.analysis.trajectories import compute_trajectory
     from steering.generate import generate
-    gen = generate(model, tok, prompt, control[0], control[1], max_new_tokens=max_new_tokens, temperature=0.8,
-                   seed=0, solver=solver, fast=False)[0]
+
+    gen = generate(
+        model,
+        tok,
+        prompt,
+        control[0],
+        control[1],
+        max_new_tokens=max_new_tokens,
+        temperature=0.8,
+        seed=0,
+        solver=solver,
+        fast=False,
+    )[0]
     tokens, probs = next_token_distribution(model, tok, prompt, list(control), solver, top_k=10)
     traj = compute_trajectory(model, tok, prompt, list(control), solver, n_tau=33)
     return gen, list(tokens), probs, project_trajectory(pca, traj).points, traj
 
 
-@pytest.mark.parametrize("solver", [SolverConfig("euler", steps=4), SolverConfig("rk4", steps=2)],
-                         ids=lambda s: s.label())
-def test_batched_views_equal_the_general_functions_control_by_control(small_entry_hybrid, small_tokenizer, pca,
-                                                                      solver):
+@pytest.mark.parametrize(
+    "solver", [SolverConfig("euler", steps=4), SolverConfig("rk4", steps=2)], ids=lambda s: s.label()
+)
+def test_batched_views_equal_the_general_functions_control_by_control(small_entry_hybrid, small_tokenizer, pca, solver):
     model, tok = small_entry_hybrid, small_tokenizer
     views = lab.compute_steer_views(model, tok, pca, "The movie was", CONTROLS, solver, max_new_tokens=16)
     assert len({v.continuation for v in views}) > 1
@@ -48,33 +61,47 @@ def test_batched_views_equal_the_general_functions_control_by_control(small_entr
 
 def test_a_prompt_cut_for_generation_still_gets_its_own_next_token_odds(small_entry_hybrid, small_tokenizer, pca):
     from steering.analysis.sweep import next_token_distribution
-    prompt = "the film " * 30                       # longer than the context leaves room for with 16 new tokens
-    views = lab.compute_steer_views(small_entry_hybrid, small_tokenizer, pca, prompt, CONTROLS[:2], SolverConfig(),
-                                    max_new_tokens=16)
+
+    prompt = "the film " * 30  # longer than the context leaves room for with 16 new tokens
+    views = lab.compute_steer_views(
+        small_entry_hybrid, small_tokenizer, pca, prompt, CONTROLS[:2], SolverConfig(), max_new_tokens=16
+    )
     assert "dropped" in views[0].generation_notice
-    tokens, probs = next_token_distribution(small_entry_hybrid, small_tokenizer, prompt, list(CONTROLS[0]),
-                                            SolverConfig(), top_k=10)
+    tokens, probs = next_token_distribution(
+        small_entry_hybrid, small_tokenizer, prompt, list(CONTROLS[0]), SolverConfig(), top_k=10
+    )
     assert views[0].next_tokens == list(tokens) and np.allclose(views[0].next_probs, probs, atol=1e-6)
 
 
 def test_views_stop_when_cancelled(small_entry_hybrid, small_tokenizer, pca):
     polls = []
     with pytest.raises(Cancelled):
-        lab.compute_steer_views(small_entry_hybrid, small_tokenizer, pca, "The movie was", CONTROLS, SolverConfig(),
-                                cancelled=lambda: polls.append(1) or len(polls) > 4)
+        lab.compute_steer_views(
+            small_entry_hybrid,
+            small_tokenizer,
+            pca,
+            "The movie was",
+            CONTROLS,
+            SolverConfig(),
+            cancelled=lambda: polls.append(1) or len(polls) > 4,
+        )
     assert len(polls) == 5
 
 
 def test_adaptive_solver_views_are_computed_one_by_one(small_entry_hybrid, small_tokenizer, pca):
     solver = SolverConfig("dopri5", rtol=1e-3, atol=1e-4)
-    views = lab.compute_steer_views(small_entry_hybrid, small_tokenizer, pca, "The movie was", CONTROLS[:2], solver,
-                                    max_new_tokens=4)
+    views = lab.compute_steer_views(
+        small_entry_hybrid, small_tokenizer, pca, "The movie was", CONTROLS[:2], solver, max_new_tokens=4
+    )
     assert [v.solve_nfe > 6 for v in views] == [True, True] and views[0].solver_label.startswith("dopri5")
 
 
 def test_judgements_are_attached_in_one_batch(small_entry_hybrid, small_tokenizer, pca):
-    views = lab.attach_judgements(lab.compute_steer_views(small_entry_hybrid, small_tokenizer, pca, "The movie was",
-                                                          CONTROLS[:2], SolverConfig(), max_new_tokens=8))
+    views = lab.attach_judgements(
+        lab.compute_steer_views(
+            small_entry_hybrid, small_tokenizer, pca, "The movie was", CONTROLS[:2], SolverConfig(), max_new_tokens=8
+        )
+    )
     for view in views:
         alone = lab.judge_text(view.prompt_shown + view.continuation)
         assert view.judgement == alone

@@ -1,10 +1,12 @@
+import pytest
+
 from steering import data
 from steering.tokenizer import bos_id, decode, encode, load_tokenizer
 
-import pytest
 
-
-@pytest.mark.parametrize("text", ["The movie was great!", "Ünïcødé 🎬🍿 naïve café", "\x00\x07 ctrl \t\n", "日本語の映画", ""])
+@pytest.mark.parametrize(
+    "text", ["The movie was great!", "Ünïcødé 🎬🍿 naïve café", "\x00\x07 ctrl \t\n", "日本語の映画", ""]
+)
 def test_byte_level_round_trip_on_odd_text(small_tokenizer, text):
     assert decode(small_tokenizer, encode(small_tokenizer, text)) == text
 
@@ -46,17 +48,24 @@ def test_controls_come_from_label_and_source():
 
 def test_packed_rows_hold_one_control_no_padding_and_review_boundaries(small_tokenizer):
     import torch
+
     reviews = data.train_reviews()[::50]
     bos = bos_id(small_tokenizer)
     split = data.encode_reviews(small_tokenizer, reviews, bos)
-    sampler = data.BatchSampler(split, block_size=32, tokens_per_batch=512, rt_fraction=0.5,
-                                generator=torch.Generator().manual_seed(0), control_dropout=0.5)
+    sampler = data.BatchSampler(
+        split,
+        block_size=32,
+        tokens_per_batch=512,
+        rt_fraction=0.5,
+        generator=torch.Generator().manual_seed(0),
+        control_dropout=0.5,
+    )
     texts = {tuple(t.tolist()) for t in split.tokens}
     zeros, total, starts, sources = 0, 0, 0, set()
     for _ in range(30):
         x, y, u, n = sampler.sample()
-        assert x.shape == y.shape == (16, 32) and n == 512 and (y >= 0).all()   # every slot a real token
-        assert torch.equal(x[:, 1:], y[:, :-1])                                  # targets are the next tokens
+        assert x.shape == y.shape == (16, 32) and n == 512 and (y >= 0).all()  # every slot a real token
+        assert torch.equal(x[:, 1:], y[:, :-1])  # targets are the next tokens
         zeros += int((u == 0).sum())
         total += u.numel()
         starts += int((x[:, 0] == bos).sum())
@@ -67,19 +76,26 @@ def test_packed_rows_hold_one_control_no_padding_and_review_boundaries(small_tok
             for a, b in zip(cuts, cuts[1:]):
                 assert tuple(row[a:b].tolist()) in texts
     assert 0.35 < zeros / total < 0.65
-    assert 0.3 < starts / (30 * 16) < 0.9      # about start_prob of the rows open a review, the rest mid-review
+    assert 0.3 < starts / (30 * 16) < 0.9  # about start_prob of the rows open a review, the rest mid-review
     assert sources == {-1.0, 1.0}
 
 
 def test_packed_rows_are_one_label_and_source():
     import torch
+
     # tokens that name their review's group, so a row's content shows which groups it drew from
     groups = [(1, "imdb"), (0, "imdb"), (1, "rotten_tomatoes"), (0, "rotten_tomatoes")]
     reviews = [data.Review("x", label, source) for label, source in groups for _ in range(5)]
     tokens = [torch.tensor([0] + [10 + g] * (3 + i)) for g in range(4) for i in range(5)]
     split = data.EncodedSplit(tokens, torch.tensor([r.control for r in reviews]), [r.source for r in reviews])
-    sampler = data.BatchSampler(split, block_size=20, tokens_per_batch=400, rt_fraction=0.5,
-                                generator=torch.Generator().manual_seed(1), control_dropout=0.0)
+    sampler = data.BatchSampler(
+        split,
+        block_size=20,
+        tokens_per_batch=400,
+        rt_fraction=0.5,
+        generator=torch.Generator().manual_seed(1),
+        control_dropout=0.0,
+    )
     x, y, u, _ = sampler.sample()
     for row, control in zip(x, u):
         group = set(row.tolist()) - {0}

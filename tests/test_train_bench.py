@@ -1,4 +1,5 @@
 """bench-train: fp32 and bf16 training steps of both architectures, timed in turns."""
+
 import json
 
 from steering import train_bench
@@ -8,7 +9,9 @@ from steering.__main__ import main
 def test_bench_train_reports_both_precisions_for_both_archs(monkeypatch, capsys):
     # a small layout, so the test times the real code path in seconds
     monkeypatch.setattr(train_bench, "FLAGSHIP", dict(d_model=64, n_heads=2, vocab_size=512, block_size=32))
-    monkeypatch.setattr(train_bench, "FLAGSHIP_HYBRID", dict(train_bench.FLAGSHIP_HYBRID, field_heads=2, field_hidden=128))
+    monkeypatch.setattr(
+        train_bench, "FLAGSHIP_HYBRID", dict(train_bench.FLAGSHIP_HYBRID, field_heads=2, field_hidden=128)
+    )
     monkeypatch.setattr(train_bench, "BATCH_ROWS", 4)
     assert main(["bench-train", "--json", "--steps", "1", "--rounds", "2"]) == 0
     report = json.loads(capsys.readouterr().out)

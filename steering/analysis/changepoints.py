@@ -19,6 +19,7 @@ A dopri5 NFE profile is integer plateaus: most differences are 0, so σ is 0 and
 falls to a tie-breaker, and then every change between grid neighbours is a switch and
 nowhere else.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,14 +27,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-TIE_BREAKER = 1e-9       # the penalty's floor, relative to max(1, the profile's total squared deviation)
+TIE_BREAKER = 1e-9  # the penalty's floor, relative to max(1, the profile's total squared deviation)
 
 
 @dataclass(frozen=True)
 class Switch:
-    u: float             # midway between the last u of one level and the first of the next
-    from_level: float    # mean of the segment to the left
-    to_level: float      # mean of the segment to the right
+    u: float  # midway between the last u of one level and the first of the next
+    from_level: float  # mean of the segment to the left
+    to_level: float  # mean of the segment to the right
 
     def to_dict(self) -> dict:
         return {"u": self.u, "from_level": self.from_level, "to_level": self.to_level}
@@ -41,10 +42,10 @@ class Switch:
 
 @dataclass(frozen=True)
 class Segment:
-    u_start: float       # the grid's first u, or the switch that opens the segment
-    u_end: float         # the switch that closes it, or the grid's last u
-    level: float         # mean of the values in it
-    points: int          # grid points in it
+    u_start: float  # the grid's first u, or the switch that opens the segment
+    u_end: float  # the switch that closes it, or the grid's last u
+    level: float  # mean of the values in it
+    points: int  # grid points in it
 
     def to_dict(self) -> dict:
         return {"u_start": self.u_start, "u_end": self.u_end, "level": self.level, "points": self.points}
@@ -64,7 +65,7 @@ def noise_scale(values) -> float:
     return mad / (0.6745 * math.sqrt(2.0))
 
 
-PENALTY_FACTOR = 3.0      # per change, in units of σ²·ln n (see the module docstring)
+PENALTY_FACTOR = 3.0  # per change, in units of σ²·ln n (see the module docstring)
 
 
 def default_penalty(values) -> float:
@@ -91,11 +92,11 @@ def piecewise_constant(values, penalty: float | None = None, min_size: int = 1) 
     penalty = default_penalty(y) if penalty is None else float(penalty)
     if not math.isfinite(penalty) or penalty < 0:
         raise ValueError(f"penalty must be a non-negative number, got {penalty!r}")
-    centred = y - y.mean()                      # prefix sums of centred values: no cancellation on plateaus
+    centred = y - y.mean()  # prefix sums of centred values: no cancellation on plateaus
     s1 = np.concatenate([[0.0], np.cumsum(centred)])
-    s2 = np.concatenate([[0.0], np.cumsum(centred ** 2)])
+    s2 = np.concatenate([[0.0], np.cumsum(centred**2)])
 
-    def cost(a: int, b: int) -> float:          # squared deviation of y[a:b] from its mean
+    def cost(a: int, b: int) -> float:  # squared deviation of y[a:b] from its mean
         length = b - a
         total = s1[b] - s1[a]
         return max(float(s2[b] - s2[a] - total * total / length), 0.0)
@@ -110,7 +111,7 @@ def piecewise_constant(values, penalty: float | None = None, min_size: int = 1) 
             candidate = best[begin] + cost(begin, end) + penalty
             current = best[end]
             if not np.isfinite(current) or candidate < current - 1e-12 * max(1.0, abs(current)):
-                best[end], start[end] = candidate, begin      # on a tie the earlier start (fewer changes) stays
+                best[end], start[end] = candidate, begin  # on a tie the earlier start (fewer changes) stays
     breaks, end = [], n
     while end > 0:
         end = int(start[end])
@@ -133,6 +134,7 @@ def level_switches(u, values, penalty: float | None = None, min_size: int = 1) -
     switch_u = [float((u[k - 1] + u[k]) / 2) for k in breaks]
     switches = [Switch(s, levels[i], levels[i + 1]) for i, s in enumerate(switch_u)]
     edges = [float(u[0])] + switch_u + [float(u[-1])]
-    segments = [Segment(edges[i], edges[i + 1], levels[i], b - a)
-                for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    segments = [
+        Segment(edges[i], edges[i + 1], levels[i], b - a) for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))
+    ]
     return switches, segments

@@ -1,4 +1,5 @@
 """`python -m steering analyze KIND`: each analysis on the command line, as text or one JSON object."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,22 @@ import numpy as np
 
 from ..ode import ADAPTIVE_SOLVERS, CONTROL_AXES, SolverConfig
 
-KINDS = ("trajectory", "pca", "divergence", "regimes", "tolerance", "sweep", "lens", "contraction", "convergence",
-         "probes", "middle", "fluency", "wordprobe", "curvature")
+KINDS = (
+    "trajectory",
+    "pca",
+    "divergence",
+    "regimes",
+    "tolerance",
+    "sweep",
+    "lens",
+    "contraction",
+    "convergence",
+    "probes",
+    "middle",
+    "fluency",
+    "wordprobe",
+    "curvature",
+)
 PROMPT_SETS = ("probe", "heldout")
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "steering-analysis-cache"
 
@@ -40,9 +55,13 @@ def add_analyze_args(p):
 
     p.add_argument("kind", choices=KINDS, help="which analysis")
     p.add_argument("--prompt", default="The movie was", help="prompt text")
-    p.add_argument("--prompt-set", choices=PROMPT_SETS, default=None,
-                   help="regimes over many prompts and the alignment of crossover and switches: 'probe' (the "
-                        "evaluation's 10 probe prompts) or 'heldout' (the first tokens of --n held-out reviews)")
+    p.add_argument(
+        "--prompt-set",
+        choices=PROMPT_SETS,
+        default=None,
+        help="regimes over many prompts and the alignment of crossover and switches: 'probe' (the "
+        "evaluation's 10 probe prompts) or 'heldout' (the first tokens of --n held-out reviews)",
+    )
     p.add_argument("--n", dest="n_prompts", type=int, default=20, help="held-out prompts (--prompt-set heldout)")
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -52,10 +71,17 @@ def add_analyze_args(p):
     p.add_argument("--u-min", type=float, default=-2.0)
     p.add_argument("--u-max", type=float, default=2.0)
     p.add_argument("--n-u", type=int, default=41, help="points of the u grid (regimes, sweep, curvature)")
-    p.add_argument("--u-values", type=float, nargs="+", default=[-1.0, 0.0, 1.0], help="controls compared (contraction)")
+    p.add_argument(
+        "--u-values", type=float, nargs="+", default=[-1.0, 0.0, 1.0], help="controls compared (contraction)"
+    )
     p.add_argument("--targets", nargs="+", default=[" good", " bad"], help="target tokens (regimes, sweep)")
-    p.add_argument("--solvers", nargs="+", default=["dopri5", "adaptive_heun"], choices=ADAPTIVE_SOLVERS,
-                   help="adaptive solvers compared (regimes)")
+    p.add_argument(
+        "--solvers",
+        nargs="+",
+        default=["dopri5", "adaptive_heun"],
+        choices=ADAPTIVE_SOLVERS,
+        help="adaptive solvers compared (regimes)",
+    )
     p.add_argument("--tolerances", type=float, nargs="+", default=[1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8])
     p.add_argument("--reference-rtol", type=float, default=1e-7, help="dopri5 reference (divergence, curvature)")
     p.add_argument("--reference-atol", type=float, default=1e-9, help="dopri5 reference (divergence, curvature)")
@@ -63,9 +89,13 @@ def add_analyze_args(p):
     p.add_argument("--null-draws", type=int, default=2000, help="draws of the shuffled-u null (--prompt-set)")
     p.add_argument("--top-k", type=int, default=5, help="tokens per τ (lens)")
     p.add_argument("--convergence-steps", type=int, default=64, help="largest N (convergence)")
-    p.add_argument("--n-reviews", type=int, default=None,
-                   help="held-out reviews used (probes: 400; middle: 200 per label and source, as evaluate; "
-                        "fluency: 50 prompts, as evaluate)")
+    p.add_argument(
+        "--n-reviews",
+        type=int,
+        default=None,
+        help="held-out reviews used (probes: 400; middle: 200 per label and source, as evaluate; "
+        "fluency: 50 prompts, as evaluate)",
+    )
     p.add_argument("--cache", default=str(DEFAULT_CACHE), help="where the PCA map is stored (pca, curvature)")
 
 
@@ -91,36 +121,59 @@ def run_analyze(args, solver: SolverConfig) -> None:
 
 def _trajectory(args, model, tok, u, solver, n_tau):
     from .trajectories import compute_trajectory, pooled
+
     t = compute_trajectory(model, tok, args.prompt, u, solver, n_tau=n_tau or 33)
     path = pooled(t)
     displacement = np.linalg.norm(t.states - t.states[0], axis=(1, 2)) / np.linalg.norm(t.states[0])
-    result = {"tau": t.tau, "token_strings": t.token_strings, "nfe": t.nfe, "eval_taus": t.eval_taus,
-              "accepted_taus": t.accepted_taus, "rejected_taus": t.rejected_taus, "u": t.u, "solver": t.solver_label,
-              "pooled_norm": np.linalg.norm(path, axis=1), "relative_displacement": displacement}
-    text = (f"{t.solver_label}: NFE {t.nfe}, {len(t.accepted_taus)} accepted / {len(t.rejected_taus)} rejected steps\n"
-            f"tokens: {t.token_strings}\n|H(1) - H(0)| / |H(0)| = {displacement[-1]:.4g}")
+    result = {
+        "tau": t.tau,
+        "token_strings": t.token_strings,
+        "nfe": t.nfe,
+        "eval_taus": t.eval_taus,
+        "accepted_taus": t.accepted_taus,
+        "rejected_taus": t.rejected_taus,
+        "u": t.u,
+        "solver": t.solver_label,
+        "pooled_norm": np.linalg.norm(path, axis=1),
+        "relative_displacement": displacement,
+    }
+    text = (
+        f"{t.solver_label}: NFE {t.nfe}, {len(t.accepted_taus)} accepted / {len(t.rejected_taus)} rejected steps\n"
+        f"tokens: {t.token_strings}\n|H(1) - H(0)| / |H(0)| = {displacement[-1]:.4g}"
+    )
     return result, text
 
 
 def _pca(args, model, tok, u, solver, n_tau):
     from .pca import checkpoint_identity, pca_map_for_checkpoint, project_trajectory
     from .trajectories import compute_trajectory
+
     pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(args.checkpoint), args.cache, axis=args.axis)
     path = project_trajectory(pca_map, compute_trajectory(model, tok, args.prompt, u, n_tau=n_tau or 33), args.prompt)
-    result = {"key": pca_map.key, "explained_variance_ratio": pca_map.explained_variance_ratio,
-              "reference_prompts": pca_map.prompts, "u_values": pca_map.u_values, "tau": path.tau,
-              "prompt_path": path.points}
-    text = (f"PCA map {pca_map.key}: explained variance {np.round(pca_map.explained_variance_ratio, 4).tolist()}\n"
-            f"prompt path τ=0 {np.round(path.points[0], 3).tolist()} -> τ=1 {np.round(path.points[-1], 3).tolist()}")
+    result = {
+        "key": pca_map.key,
+        "explained_variance_ratio": pca_map.explained_variance_ratio,
+        "reference_prompts": pca_map.prompts,
+        "u_values": pca_map.u_values,
+        "tau": path.tau,
+        "prompt_path": path.points,
+    }
+    text = (
+        f"PCA map {pca_map.key}: explained variance {np.round(pca_map.explained_variance_ratio, 4).tolist()}\n"
+        f"prompt path τ=0 {np.round(path.points[0], 3).tolist()} -> τ=1 {np.round(path.points[-1], 3).tolist()}"
+    )
     return result, text
 
 
 def _divergence(args, model, tok, u, solver, n_tau):
     from .solvers import compare_solvers
+
     reference = SolverConfig("dopri5", rtol=args.reference_rtol, atol=args.reference_atol, max_steps=args.max_steps)
     c = compare_solvers(model, tok, args.prompt, u, solver, reference, n_tau=n_tau or 33)
-    text = (f"{c.a.solver_label} (NFE {c.a.nfe}) vs {c.b.solver_label} (NFE {c.b.nfe}): "
-            f"relative divergence at τ=1 {c.final_divergence:.4g} ({100 * c.final_divergence:.4f}%)")
+    text = (
+        f"{c.a.solver_label} (NFE {c.a.nfe}) vs {c.b.solver_label} (NFE {c.b.nfe}): "
+        f"relative divergence at τ=1 {c.final_divergence:.4g} ({100 * c.final_divergence:.4f}%)"
+    )
     return c.to_dict(), text
 
 
@@ -128,42 +181,75 @@ def _regimes(args, model, tok, u, solver, n_tau):
     if args.prompt_set is not None:
         return _regimes_over_prompts(args, model, tok)
     from .regimes import nfe_regimes
-    r = nfe_regimes(model, tok, args.prompt, _grid(args), solvers=tuple(args.solvers), rtol=args.rtol, atol=args.atol,
-                    axis=args.axis, targets=tuple(args.targets), max_steps=args.max_steps)
-    lines = [f"{len(r.u)} values of u in [{r.u[0]:g}, {r.u[-1]:g}] at rtol {r.rtol:g}, atol {r.atol:g}: {r.seconds:.2f} s"]
+
+    r = nfe_regimes(
+        model,
+        tok,
+        args.prompt,
+        _grid(args),
+        solvers=tuple(args.solvers),
+        rtol=args.rtol,
+        atol=args.atol,
+        axis=args.axis,
+        targets=tuple(args.targets),
+        max_steps=args.max_steps,
+    )
+    lines = [
+        f"{len(r.u)} values of u in [{r.u[0]:g}, {r.u[-1]:g}] at rtol {r.rtol:g}, atol {r.atol:g}: {r.seconds:.2f} s"
+    ]
     for name, values in r.nfe.items():
-        lines.append(f"  {name}: NFE {int(values.min())}..{int(values.max())}, "
-                     f"accepted steps {int(r.steps[name].min())}..{int(r.steps[name].max())}")
-    lines.append(f"disagreement, max over u of |a - b| / mean(a, b): accepted steps {r.step_disagreement:.3f}, "
-                 f"NFE {r.nfe_disagreement:.3f}")
-    lines.append("switches: " + (", ".join(f"u = {s.u:+.2f} ({s.from_level:g} -> {s.to_level:g})" for s in r.switches)
-                                 or "none"))
+        lines.append(
+            f"  {name}: NFE {int(values.min())}..{int(values.max())}, "
+            f"accepted steps {int(r.steps[name].min())}..{int(r.steps[name].max())}"
+        )
+    lines.append(
+        f"disagreement, max over u of |a - b| / mean(a, b): accepted steps {r.step_disagreement:.3f}, "
+        f"NFE {r.nfe_disagreement:.3f}"
+    )
+    lines.append(
+        "switches: " + (", ".join(f"u = {s.u:+.2f} ({s.from_level:g} -> {s.to_level:g})" for s in r.switches) or "none")
+    )
     lines.append(r.reading)
     return r.to_dict(), "\n".join(lines)
 
 
 def prompt_set(name: str, tok, n: int) -> list[str]:
     """The prompts of a named set: the evaluation's probe prompts, or the openings of n held-out reviews."""
-    from ..evaluate import PROBE_PROMPT_VARIANTS, heldout_prompts
+    from ..measures import PROBE_PROMPT_VARIANTS, heldout_prompts
     from ..tokenizer import decode
+
     if name == "probe":
         return list(PROBE_PROMPT_VARIANTS)
     if name == "heldout":
         if n < 1:
             raise ValueError(f"--n must be at least 1, got {n}")
-        return [decode(tok, ids[1:]) for ids in heldout_prompts(tok, n)]     # without the BOS the encoder adds back
+        return [decode(tok, ids[1:]) for ids in heldout_prompts(tok, n)]  # without the BOS the encoder adds back
     raise ValueError(f"unknown prompt set {name!r}; choose from {', '.join(PROMPT_SETS)}")
 
 
 def _regimes_over_prompts(args, model, tok):
     from .alignment import regimes_over_prompts
+
     prompts = prompt_set(args.prompt_set, tok, args.n_prompts)
-    a = regimes_over_prompts(model, tok, prompts, _grid(args), solvers=tuple(args.solvers), rtol=args.rtol,
-                             atol=args.atol, axis=args.axis, targets=tuple(args.targets), max_steps=args.max_steps,
-                             draws=args.null_draws, prompt_set=args.prompt_set)
+    a = regimes_over_prompts(
+        model,
+        tok,
+        prompts,
+        _grid(args),
+        solvers=tuple(args.solvers),
+        rtol=args.rtol,
+        atol=args.atol,
+        axis=args.axis,
+        targets=tuple(args.targets),
+        max_steps=args.max_steps,
+        draws=args.null_draws,
+        prompt_set=args.prompt_set,
+    )
     s = a.stats
-    lines = [f"{s['n_prompts']} prompts ({args.prompt_set}), {len(a.u)} values of u in [{a.u[0]:g}, {a.u[-1]:g}], "
-             f"{a.solver} at rtol {a.rtol:g}: {a.seconds:.1f} s"]
+    lines = [
+        f"{s['n_prompts']} prompts ({args.prompt_set}), {len(a.u)} values of u in [{a.u[0]:g}, {a.u[-1]:g}], "
+        f"{a.solver} at rtol {a.rtol:g}: {a.seconds:.1f} s"
+    ]
     for row in a.prompts:
         where = "no crossover" if row.crossover_u is None else f"crossover {row.crossover_u:+.2f}"
         far = "" if row.distance is None else f", {row.distance:.2f} from the nearest switch"
@@ -171,33 +257,47 @@ def _regimes_over_prompts(args, model, tok):
 
     def shown(x, pattern="{:.2f}"):
         return "n/a" if x is None else pattern.format(x)
-    lines.append(f"aligned (distance <= {s['threshold']:g}): {shown(s['aligned_share'], '{:.0%}')} of "
-                 f"{s['n_with_crossover']} prompts with a crossover, median distance {shown(s['median_distance'])}")
-    lines.append(f"shuffled-u null: aligned {shown(s['null_aligned_share'], '{:.0%}')}, median distance "
-                 f"{shown(s['null_median_distance'])} (p = {shown(s['p_aligned_share'], '{:.3f}')} for the share, "
-                 f"{shown(s['p_median_distance'], '{:.3f}')} for the median)")
-    lines.append(f"swapped null (other prompts' switches): aligned {shown(s['swapped_aligned_share'], '{:.0%}')}, "
-                 f"median distance {shown(s['swapped_median_distance'])}")
+
+    lines.append(
+        f"aligned (distance <= {s['threshold']:g}): {shown(s['aligned_share'], '{:.0%}')} of "
+        f"{s['n_with_crossover']} prompts with a crossover, median distance {shown(s['median_distance'])}"
+    )
+    lines.append(
+        f"shuffled-u null: aligned {shown(s['null_aligned_share'], '{:.0%}')}, median distance "
+        f"{shown(s['null_median_distance'])} (p = {shown(s['p_aligned_share'], '{:.3f}')} for the share, "
+        f"{shown(s['p_median_distance'], '{:.3f}')} for the median)"
+    )
+    lines.append(
+        f"swapped null (other prompts' switches): aligned {shown(s['swapped_aligned_share'], '{:.0%}')}, "
+        f"median distance {shown(s['swapped_median_distance'])}"
+    )
     return a.to_dict(), "\n".join(lines)
 
 
 def _curvature(args, model, tok, u, solver, n_tau):
     from .curvature import curvature_by_u
     from .pca import checkpoint_identity, pca_map_for_checkpoint
+
     other = args.style if args.axis == "sentiment" else args.sentiment
     reference = SolverConfig("dopri5", rtol=args.reference_rtol, atol=args.reference_atol, max_steps=args.max_steps)
     pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(args.checkpoint), args.cache, axis=args.axis)
-    c = curvature_by_u(model, tok, args.prompt, _grid(args), reference, n_tau=n_tau or 33, axis=args.axis,
-                       other=other, pca_map=pca_map)
-    lines = [f"{args.prompt!r}, {c.solver}, {c.n_tau} τ points: arc / chord - 1 (0 = straight) and the largest "
-             "share of the displacement orthogonal to the chord; full space | PCA map"]
-    lines += [f"u={v:+.2f}: {a - 1:.2e}  {o:.4f} | {am - 1:.2e}  {om:.4f}" for v, a, o, am, om in
-              zip(c.u, c.arc_to_chord, c.orthogonal_share, c.arc_to_chord_map, c.orthogonal_share_map)]
+    c = curvature_by_u(
+        model, tok, args.prompt, _grid(args), reference, n_tau=n_tau or 33, axis=args.axis, other=other, pca_map=pca_map
+    )
+    lines = [
+        f"{args.prompt!r}, {c.solver}, {c.n_tau} τ points: arc / chord - 1 (0 = straight) and the largest "
+        "share of the displacement orthogonal to the chord; full space | PCA map"
+    ]
+    lines += [
+        f"u={v:+.2f}: {a - 1:.2e}  {o:.4f} | {am - 1:.2e}  {om:.4f}"
+        for v, a, o, am, om in zip(c.u, c.arc_to_chord, c.orthogonal_share, c.arc_to_chord_map, c.orthogonal_share_map)
+    ]
     return {"prompt": args.prompt, **c.to_dict()}, "\n".join(lines)
 
 
 def _tolerance(args, model, tok, u, solver, n_tau):
     from .regimes import tolerance_scaling
+
     method = args.solver if args.solver in ADAPTIVE_SOLVERS else "dopri5"
     s = tolerance_scaling(model, tok, args.prompt, u, args.tolerances, solver=method, max_steps=args.max_steps)
     text = "\n".join([f"tol {t:g}: NFE {n}" for t, n in zip(s.tolerances, s.nfe)] + [f"log-log slope {s.slope:.3f}"])
@@ -206,10 +306,13 @@ def _tolerance(args, model, tok, u, solver, n_tau):
 
 def _sweep(args, model, tok, u, solver, n_tau):
     from .sweep import steering_sweep
+
     other = args.style if args.axis == "sentiment" else args.sentiment
     s = steering_sweep(model, tok, args.prompt, args.targets, _grid(args), axis=args.axis, solver=solver, other=other)
-    lines = [f"u={v:+.2f}: " + ", ".join(f"P({t!r})={p:.4f}" for t, p in zip(s.target_tokens, row))
-             for v, row in zip(s.u, s.probabilities)]
+    lines = [
+        f"u={v:+.2f}: " + ", ".join(f"P({t!r})={p:.4f}" for t, p in zip(s.target_tokens, row))
+        for v, row in zip(s.u, s.probabilities)
+    ]
     lines.append(f"largest jump between neighbours: {s.largest_jump:.4f} at u in {s.largest_jump_u}")
     if s.notice:
         lines.append(f"note: {s.notice}")
@@ -218,22 +321,30 @@ def _sweep(args, model, tok, u, solver, n_tau):
 
 def _lens(args, model, tok, u, solver, n_tau):
     from .lens import depth_lens
+
     lens = depth_lens(model, tok, args.prompt, u, solver, n_tau=n_tau or 11, top_k=args.top_k)
-    lines = [f"τ={t:.2f}: " + ", ".join(f"{tk!r} {p:.3f}" for tk, p in zip(tokens, probs))
-             for t, tokens, probs in zip(lens.tau, lens.top_tokens, lens.top_probs)]
+    lines = [
+        f"τ={t:.2f}: " + ", ".join(f"{tk!r} {p:.3f}" for tk, p in zip(tokens, probs))
+        for t, tokens, probs in zip(lens.tau, lens.top_tokens, lens.top_probs)
+    ]
     return lens.to_dict(), "\n".join(lines)
 
 
 def _contraction(args, model, tok, u, solver, n_tau):
     from .dynamics import contraction_by_u
+
     results = contraction_by_u(model, tok, args.prompt, args.u_values, axis=args.axis, n_tau=n_tau or 33)
-    lines = [f"u={c.u.tolist()}: FTLE(τ=1) {c.final_ftle:+.4g}, max λ_max(S) {c.top_symmetric_eigenvalue.max():+.4g}, "
-             f"contractive everywhere: {c.contractive}" for c in results]
+    lines = [
+        f"u={c.u.tolist()}: FTLE(τ=1) {c.final_ftle:+.4g}, max λ_max(S) {c.top_symmetric_eigenvalue.max():+.4g}, "
+        f"contractive everywhere: {c.contractive}"
+        for c in results
+    ]
     return {"by_u": [c.to_dict() for c in results]}, "\n".join(lines)
 
 
 def _convergence(args, model, tok, u, solver, n_tau):
     from .dynamics import convergence
+
     c = convergence(model, tok, args.prompt, u, max_steps=args.convergence_steps)
     lines = [f"N={n}: Euler {e:.3e}, RK4 {r:.3e}" for n, e, r in zip(c.steps, c.euler_error, c.rk4_error)]
     lines.append(f"fitted order: Euler {c.euler_order:.3f}, RK4 {c.rk4_order:.3f} (floor {c.floor:.1e})")
@@ -243,6 +354,7 @@ def _convergence(args, model, tok, u, solver, n_tau):
 def _probes(args, model, tok, u, solver, n_tau):
     from ..data import heldout_reviews
     from .probes import linear_probes
+
     p = linear_probes(model, tok, heldout_reviews(), u=u, solver=solver, max_reviews=args.n_reviews or 400)
     lines = [f"τ={t:.2f}: held-out accuracy {a:.3f}" for t, a in zip(p.taus, p.accuracy)]
     lines.append(f"({p.n_train} train / {p.n_test} test reviews; chance {p.chance:.3f})")
@@ -250,18 +362,24 @@ def _probes(args, model, tok, u, solver, n_tau):
 
 
 def _middle(args, model, tok, u, solver, n_tau):
-    from ..evaluate import FULL, heldout_prompts, solver_divergence
+    from ..measures import FULL, heldout_prompts, solver_divergence
     from ..train import heldout_batch
     from .middle import middle_work
+
     inputs, targets, controls = heldout_batch(tok, model.config.block_size, args.n_reviews or FULL.val_reviews)
     w = middle_work(model, inputs, targets, controls)
-    own = "" if w.relative_update_own_control is None else \
-        f"; under each window's own control {w.relative_update_own_control:.4f}"
-    text = (f"{w.arch} middle on {w.windows} held-out windows: loss {w.loss:.4f} with it, "
-            f"{w.loss_without_middle:.4f} without (cost of removal {w.loss_cost_of_removal:+.4f} nats/token)\n"
-            f"|H(1) - H(0)| / |H(0)| at u = 0: {w.relative_update:.4f}{own}; mean |H(0)| {w.state_norm:.2f}\n"
-            f"at u = 0, shared by all tokens (a constant offset): {w.shared_update:.4f}; "
-            f"token-specific: {w.token_specific_update:.4f}")
+    own = (
+        ""
+        if w.relative_update_own_control is None
+        else f"; under each window's own control {w.relative_update_own_control:.4f}"
+    )
+    text = (
+        f"{w.arch} middle on {w.windows} held-out windows: loss {w.loss:.4f} with it, "
+        f"{w.loss_without_middle:.4f} without (cost of removal {w.loss_cost_of_removal:+.4f} nats/token)\n"
+        f"|H(1) - H(0)| / |H(0)| at u = 0: {w.relative_update:.4f}{own}; mean |H(0)| {w.state_norm:.2f}\n"
+        f"at u = 0, shared by all tokens (a constant offset): {w.shared_update:.4f}; "
+        f"token-specific: {w.token_specific_update:.4f}"
+    )
     report = w.to_dict()
     if hasattr(model, "field"):
         # the other side of the trade: a block that moves H far along a curved path costs 4 Euler steps accuracy
@@ -271,29 +389,50 @@ def _middle(args, model, tok, u, solver, n_tau):
 
 
 def _fluency(args, model, tok, u, solver, n_tau):
-    from ..evaluate import FULL, generate_for_prompts, heldout_prompts, perplexity_by_side
+    from ..measures import FULL, generate_for_prompts, heldout_prompts, perplexity_by_side
+
     prompts = heldout_prompts(tok, args.n_reviews or FULL.prompts)
     sides = perplexity_by_side(model, prompts, generate_for_prompts(model, tok, prompts))
     pooled = math.sqrt(sides["positive"]["at_zero"] * sides["negative"]["at_zero"])
-    text = "\n".join([f"perplexity of the evaluation's steered generations / its u = 0 generations, {len(prompts)} prompts:"] +
-                      [f"  {side}: {r['at_zero']:.3f} under u = 0, {r['own_control']:.3f} under its own control"
-                       for side, r in sides.items()] + [f"  both sides (evaluate's ppl_ratio_steered): {pooled:.3f}"])
+    text = "\n".join(
+        [f"perplexity of the evaluation's steered generations / its u = 0 generations, {len(prompts)} prompts:"]
+        + [
+            f"  {side}: {r['at_zero']:.3f} under u = 0, {r['own_control']:.3f} under its own control"
+            for side, r in sides.items()
+        ]
+        + [f"  both sides (evaluate's ppl_ratio_steered): {pooled:.3f}"]
+    )
     return {**sides, "ppl_ratio_steered": pooled}, text
 
 
 def _wordprobe(args, model, tok, u, solver, n_tau):
-    from ..evaluate import PROBE_PROMPT_VARIANTS, probe_over_prompts
+    from ..measures import PROBE_PROMPT_VARIANTS, probe_over_prompts
+
     # the evaluation's prompt and its nine variants, and --prompt where it is none of them
     prompts = list(PROBE_PROMPT_VARIANTS) + ([args.prompt] if args.prompt not in PROBE_PROMPT_VARIANTS else [])
     report = probe_over_prompts(model, tok, prompts)
     lines = ["evaluate's probe (Euler 4, style 0): good / (good + bad) at u = +1, bad / (good + bad) at u = -1"]
     lines += [f"  {row['prompt']!r}: {row['good_pos']:.4f} / {row['bad_neg']:.4f}" for row in report["prompts"]]
-    lines.append(f"  mean {report['good_pos_mean']:.4f} / {report['bad_neg_mean']:.4f}; "
-                 f"worst {report['good_pos_min']:.4f} / {report['bad_neg_min']:.4f}")
+    lines.append(
+        f"  mean {report['good_pos_mean']:.4f} / {report['bad_neg_mean']:.4f}; "
+        f"worst {report['good_pos_min']:.4f} / {report['bad_neg_min']:.4f}"
+    )
     return report, "\n".join(lines)
 
 
-ANALYSES = {"trajectory": _trajectory, "pca": _pca, "divergence": _divergence, "regimes": _regimes,
-            "tolerance": _tolerance, "sweep": _sweep, "lens": _lens, "contraction": _contraction,
-            "convergence": _convergence, "probes": _probes, "middle": _middle,
-            "fluency": _fluency, "wordprobe": _wordprobe, "curvature": _curvature}
+ANALYSES = {
+    "trajectory": _trajectory,
+    "pca": _pca,
+    "divergence": _divergence,
+    "regimes": _regimes,
+    "tolerance": _tolerance,
+    "sweep": _sweep,
+    "lens": _lens,
+    "contraction": _contraction,
+    "convergence": _convergence,
+    "probes": _probes,
+    "middle": _middle,
+    "fluency": _fluency,
+    "wordprobe": _wordprobe,
+    "curvature": _curvature,
+}

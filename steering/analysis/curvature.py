@@ -18,6 +18,7 @@ moves H at a nearly constant velocity, i.e. along a nearly straight line, which 
 Euler steps land where dopri5 does. A fixed-step solver's path between its steps is drawn as
 straight segments (linear interpolation), so measure curvature with dopri5 (the default here).
 """
+
 from __future__ import annotations
 
 import math
@@ -58,10 +59,10 @@ def path_curvature(points) -> tuple[float, float]:
 
 @dataclass
 class Curvature:
-    u: np.ndarray                   # [n] control on `axis` of each path
-    arc_to_chord: np.ndarray        # [n] full space
-    orthogonal_share: np.ndarray    # [n] full space
-    arc_to_chord_map: np.ndarray | None       # [n] on the PCA map (None without a map)
+    u: np.ndarray  # [n] control on `axis` of each path
+    arc_to_chord: np.ndarray  # [n] full space
+    orthogonal_share: np.ndarray  # [n] full space
+    arc_to_chord_map: np.ndarray | None  # [n] on the PCA map (None without a map)
     orthogonal_share_map: np.ndarray | None
     solver: str
     n_tau: int
@@ -69,21 +70,36 @@ class Curvature:
 
     def most_curved(self) -> dict:
         """The largest of each figure over u (paths without a chord left out): for a headline."""
+
         def top(values):
             values = None if values is None else np.asarray(values, dtype=float)
             if values is None or not np.isfinite(values).any():
                 return None, None
             k = int(np.nanargmax(np.where(np.isfinite(values), values, np.nan)))
             return float(values[k]), float(self.u[k])
+
         (excess, excess_u), (share, share_u) = top(self.arc_to_chord - 1.0), top(self.orthogonal_share)
         map_share, map_u = top(self.orthogonal_share_map)
-        return {"arc_to_chord_excess": excess, "arc_to_chord_excess_u": excess_u, "orthogonal_share": share,
-                "orthogonal_share_u": share_u, "orthogonal_share_map": map_share, "orthogonal_share_map_u": map_u}
+        return {
+            "arc_to_chord_excess": excess,
+            "arc_to_chord_excess_u": excess_u,
+            "orthogonal_share": share,
+            "orthogonal_share_u": share_u,
+            "orthogonal_share_map": map_share,
+            "orthogonal_share_map_u": map_u,
+        }
 
     def to_dict(self) -> dict:
-        return {"u": self.u, "axis": self.axis, "arc_to_chord": self.arc_to_chord,
-                "orthogonal_share": self.orthogonal_share, "arc_to_chord_map": self.arc_to_chord_map,
-                "orthogonal_share_map": self.orthogonal_share_map, "solver": self.solver, "n_tau": self.n_tau}
+        return {
+            "u": self.u,
+            "axis": self.axis,
+            "arc_to_chord": self.arc_to_chord,
+            "orthogonal_share": self.orthogonal_share,
+            "arc_to_chord_map": self.arc_to_chord_map,
+            "orthogonal_share_map": self.orthogonal_share_map,
+            "solver": self.solver,
+            "n_tau": self.n_tau,
+        }
 
 
 def curvature_of(trajectories: list[Trajectory], map_paths=None, axis: str = "sentiment") -> Curvature:
@@ -99,19 +115,36 @@ def curvature_of(trajectories: list[Trajectory], map_paths=None, axis: str = "se
             raise ValueError(f"{len(trajectories)} trajectories but {len(map_paths)} projected paths")
         on_map = np.array([path_curvature(p) for p in map_paths])
     column = 0 if axis == "sentiment" else 1
-    return Curvature(u=np.array([float(t.u[column]) for t in trajectories]), arc_to_chord=full[:, 0],
-                     orthogonal_share=full[:, 1], arc_to_chord_map=None if on_map is None else on_map[:, 0],
-                     orthogonal_share_map=None if on_map is None else on_map[:, 1],
-                     solver=trajectories[0].solver_label, n_tau=len(trajectories[0].tau), axis=axis)
+    return Curvature(
+        u=np.array([float(t.u[column]) for t in trajectories]),
+        arc_to_chord=full[:, 0],
+        orthogonal_share=full[:, 1],
+        arc_to_chord_map=None if on_map is None else on_map[:, 0],
+        orthogonal_share_map=None if on_map is None else on_map[:, 1],
+        solver=trajectories[0].solver_label,
+        n_tau=len(trajectories[0].tau),
+        axis=axis,
+    )
 
 
-def curvature_by_u(model, tok, prompt: str, u_grid, solver=REFERENCE_SOLVER, n_tau: int = 33,
-                   axis: str = "sentiment", other: float = 0.0, pca_map=None) -> Curvature:
+def curvature_by_u(
+    model,
+    tok,
+    prompt: str,
+    u_grid,
+    solver=REFERENCE_SOLVER,
+    n_tau: int = 33,
+    axis: str = "sentiment",
+    other: float = 0.0,
+    pca_map=None,
+) -> Curvature:
     """Each u's path of `prompt` solved on n_tau points; on the map, the mean-token path is projected."""
     from .inputs import axis_control
+
     grid = u_grid_array(u_grid)
-    trajectories = [compute_trajectory(model, tok, prompt, axis_control(float(u), axis, other), solver, n_tau=n_tau)
-                    for u in grid]
+    trajectories = [
+        compute_trajectory(model, tok, prompt, axis_control(float(u), axis, other), solver, n_tau=n_tau) for u in grid
+    ]
     map_paths = None if pca_map is None else [pca_map.project(pooled(t)) for t in trajectories]
     return curvature_of(trajectories, map_paths, axis=axis)
 
@@ -123,11 +156,15 @@ def straightness_note(config: dict | None) -> str:
     weight = stage2 if stage2 is not None else train.get("roughness_weight")
     relative_to = train.get("stage2_roughness_relative_to") or train.get("roughness_relative_to") or "state"
     if weight is None:
-        return ("Straight paths come from a field that barely changes along the path: H then moves at a nearly "
-                "constant velocity. This checkpoint's config does not record a path-roughness penalty.")
+        return (
+            "Straight paths come from a field that barely changes along the path: H then moves at a nearly "
+            "constant velocity. This checkpoint's config does not record a path-roughness penalty."
+        )
     stage = "stage 2" if stage2 is not None else "training"
     size = "|H(0)|²" if relative_to == "state" else "the field's own size"
-    return (f"What makes these paths straight: {stage} penalised path roughness with weight {weight:,g} (the squared "
-            f"change of α·F between consecutive Euler evaluations, relative to {size}). A field that barely changes "
-            "along the path moves H at a nearly constant velocity, i.e. along a straight line, which is also why a "
-            "few Euler steps land where dopri5 does.")
+    return (
+        f"What makes these paths straight: {stage} penalised path roughness with weight {weight:,g} (the squared "
+        f"change of α·F between consecutive Euler evaluations, relative to {size}). A field that barely changes "
+        "along the path moves H at a nearly constant velocity, i.e. along a straight line, which is also why a "
+        "few Euler steps land where dopri5 does."
+    )

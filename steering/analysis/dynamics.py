@@ -17,6 +17,7 @@ the reference's own error (measured against a 100x tighter dopri5). The referenc
 rtol = atol = 1e-12 by default: at 1e-9 (the issue's suggestion) its own error, about
 3e-9 relative on our models, hides RK4's error from N = 2 on and leaves no slope to fit.
 """
+
 from __future__ import annotations
 
 import copy
@@ -29,7 +30,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torchdiffeq import odeint
 
 from ..ode import SolverStepLimitError
-from .inputs import control_vector, prompt_tensor, tau_grid, u_grid_array, axis_control
+from .inputs import axis_control, control_vector, prompt_tensor, tau_grid, u_grid_array
 
 
 def _bound_field(field, control: torch.Tensor, h0: torch.Tensor):
@@ -43,13 +44,13 @@ def _bound_field(field, control: torch.Tensor, h0: torch.Tensor):
 
 @dataclass
 class Contraction:
-    tau: np.ndarray                      # [T]
-    u: np.ndarray                        # [2]
-    log_growth: np.ndarray               # [probes, T] ln(|δ(τ)| / |δ(0)|)
-    ftle: np.ndarray                     # [T] mean over probes of log_growth / τ (at τ = 0: the rate there)
-    growth_rate: np.ndarray              # [T] mean over probes of δᵀSδ / δᵀδ (instantaneous)
+    tau: np.ndarray  # [T]
+    u: np.ndarray  # [2]
+    log_growth: np.ndarray  # [probes, T] ln(|δ(τ)| / |δ(0)|)
+    ftle: np.ndarray  # [T] mean over probes of log_growth / τ (at τ = 0: the rate there)
+    growth_rate: np.ndarray  # [T] mean over probes of δᵀSδ / δᵀδ (instantaneous)
     top_symmetric_eigenvalue: np.ndarray  # [T] largest eigenvalue of S over all tokens
-    token_top_eigenvalue: np.ndarray     # [T, tokens]; [T, 1] (the whole state) for a token-mixing field
+    token_top_eigenvalue: np.ndarray  # [T, tokens]; [T, 1] (the whole state) for a token-mixing field
     token_strings: list[str]
 
     @property
@@ -62,10 +63,17 @@ class Contraction:
         return bool((self.top_symmetric_eigenvalue < 0).all())
 
     def to_dict(self) -> dict:
-        return {"tau": self.tau, "u": self.u, "ftle": self.ftle, "final_ftle": self.final_ftle,
-                "growth_rate": self.growth_rate, "top_symmetric_eigenvalue": self.top_symmetric_eigenvalue,
-                "max_top_symmetric_eigenvalue": float(self.top_symmetric_eigenvalue.max()),
-                "contractive": self.contractive, "token_strings": self.token_strings}
+        return {
+            "tau": self.tau,
+            "u": self.u,
+            "ftle": self.ftle,
+            "final_ftle": self.final_ftle,
+            "growth_rate": self.growth_rate,
+            "top_symmetric_eigenvalue": self.top_symmetric_eigenvalue,
+            "max_top_symmetric_eigenvalue": float(self.top_symmetric_eigenvalue.max()),
+            "contractive": self.contractive,
+            "token_strings": self.token_strings,
+        }
 
 
 def _per_token_dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -97,11 +105,18 @@ def linearize(f, tau, h: torch.Tensor):
     def vjp(v):
         with torch.enable_grad():
             return torch.autograd.grad(out, x, v, retain_graph=True)[0]
+
     return out.detach(), jvp, vjp
 
 
-def symmetric_top_eigenvalues(f, tau: torch.Tensor, h: torch.Tensor, iterations: int = 24,
-                              generator: torch.Generator | None = None, per_token: bool = True) -> np.ndarray:
+def symmetric_top_eigenvalues(
+    f,
+    tau: torch.Tensor,
+    h: torch.Tensor,
+    iterations: int = 24,
+    generator: torch.Generator | None = None,
+    per_token: bool = True,
+) -> np.ndarray:
     """Largest eigenvalue of S = (J + Jᵀ)/2 for each token of h [1, tokens, d]: Lanczos, all tokens at once.
     per_token=False (a field that mixes tokens): one eigenvalue, of S on the whole state.
 
@@ -123,7 +138,7 @@ def symmetric_top_eigenvalues(f, tau: torch.Tensor, h: torch.Tensor, iterations:
         w = apply_s(basis[-1])
         alpha = dot(w, basis[-1])
         alphas.append(alpha)
-        for b in basis:                                       # full reorthogonalisation
+        for b in basis:  # full reorthogonalisation
             w = w - dot(w, b) * b
         if j == m - 1:
             break
@@ -137,7 +152,7 @@ def symmetric_top_eigenvalues(f, tau: torch.Tensor, h: torch.Tensor, iterations:
         nxt = torch.where(invariant, fresh, w / beta.clamp_min(1e-30))
         betas.append(torch.where(invariant, torch.zeros_like(beta), beta))
         basis.append(nxt)
-    a = torch.cat(alphas, dim=-1)[0].double().cpu().numpy()           # [tokens, m]
+    a = torch.cat(alphas, dim=-1)[0].double().cpu().numpy()  # [tokens, m]
     b = torch.cat(betas, dim=-1)[0].double().cpu().numpy() if betas else np.zeros((a.shape[0], 0))
     tops = []
     for token in range(a.shape[0]):
@@ -147,8 +162,17 @@ def symmetric_top_eigenvalues(f, tau: torch.Tensor, h: torch.Tensor, iterations:
 
 
 @torch.no_grad()
-def contraction(model, tok, prompt: str, u, n_tau: int = 33, n_probes: int = 4, lanczos_iterations: int = 24,
-                seed: int = 0, axis: str = "sentiment") -> Contraction:
+def contraction(
+    model,
+    tok,
+    prompt: str,
+    u,
+    n_tau: int = 33,
+    n_probes: int = 4,
+    lanczos_iterations: int = 24,
+    seed: int = 0,
+    axis: str = "sentiment",
+) -> Contraction:
     """FTLE of random perturbations and the top eigenvalue of S along the path at control u."""
     if not hasattr(model, "field"):
         raise ValueError("a discrete model has no continuous vector field")
@@ -186,7 +210,7 @@ def contraction(model, tok, prompt: str, u, n_tau: int = 33, n_probes: int = 4, 
         v = v + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
         norms = v.flatten(1).norm(dim=1)
         log_norm = log_norm + norms.double().log().cpu()
-        v = v / norms.view(-1, 1, 1)                     # keep δ at unit size; its growth is in log_norm
+        v = v / norms.view(-1, 1, 1)  # keep δ at unit size; its growth is in log_norm
         log_growth.append(log_norm.clone())
         rates.append(rate(t1, h, v))
         tops.append(symmetric_top_eigenvalues(f_one, t1, h[:1], lanczos_iterations, gen, per_token))
@@ -197,34 +221,49 @@ def contraction(model, tok, prompt: str, u, n_tau: int = 33, n_probes: int = 4, 
     ftle[0] = growth_rate[0]
     ftle[1:] = log_growth[:, 1:].mean(axis=0) / tau[1:]
     token_tops = np.stack(tops)
-    return Contraction(tau=tau, u=control[0].cpu().numpy().astype(float), log_growth=log_growth, ftle=ftle,
-                       growth_rate=growth_rate, top_symmetric_eigenvalue=token_tops.max(axis=1),
-                       token_top_eigenvalue=token_tops, token_strings=strings)
+    return Contraction(
+        tau=tau,
+        u=control[0].cpu().numpy().astype(float),
+        log_growth=log_growth,
+        ftle=ftle,
+        growth_rate=growth_rate,
+        top_symmetric_eigenvalue=token_tops.max(axis=1),
+        token_top_eigenvalue=token_tops,
+        token_strings=strings,
+    )
 
 
-def contraction_by_u(model, tok, prompt: str, u_values=(-1.0, 0.0, 1.0), axis: str = "sentiment",
-                     **kwargs) -> list[Contraction]:
+def contraction_by_u(
+    model, tok, prompt: str, u_values=(-1.0, 0.0, 1.0), axis: str = "sentiment", **kwargs
+) -> list[Contraction]:
     """The same prompt under several controls on one axis, to compare the regimes."""
     return [contraction(model, tok, prompt, axis_control(u, axis), **kwargs) for u in u_grid_array(u_values)]
 
 
 @dataclass
 class Convergence:
-    steps: np.ndarray          # [n] N = 1, 2, 4, ...
-    euler_error: np.ndarray    # [n] ||H_N(1) - H_ref(1)|| / ||H_ref(1)||
-    rk4_error: np.ndarray      # [n]
-    euler_order: float         # fitted; nan when fewer than two errors clear the floor
+    steps: np.ndarray  # [n] N = 1, 2, 4, ...
+    euler_error: np.ndarray  # [n] ||H_N(1) - H_ref(1)|| / ||H_ref(1)||
+    rk4_error: np.ndarray  # [n]
+    euler_order: float  # fitted; nan when fewer than two errors clear the floor
     rk4_order: float
-    reference_error: float     # the reference's own error (against one 100x tighter)
-    floor: float               # errors below this are not used in the fits
+    reference_error: float  # the reference's own error (against one 100x tighter)
+    floor: float  # errors below this are not used in the fits
     reference_nfe: int
     u: np.ndarray | None = None
 
     def to_dict(self) -> dict:
-        return {"steps": self.steps, "euler_error": self.euler_error, "rk4_error": self.rk4_error,
-                "euler_order": self.euler_order, "rk4_order": self.rk4_order,
-                "reference_error": self.reference_error, "floor": self.floor, "reference_nfe": self.reference_nfe,
-                "u": self.u}
+        return {
+            "steps": self.steps,
+            "euler_error": self.euler_error,
+            "rk4_error": self.rk4_error,
+            "euler_order": self.euler_order,
+            "rk4_order": self.rk4_order,
+            "reference_error": self.reference_error,
+            "floor": self.floor,
+            "reference_nfe": self.reference_nfe,
+            "u": self.u,
+        }
 
 
 class _Counted:
@@ -236,8 +275,9 @@ class _Counted:
         return self.f(t, h)
 
 
-def integrate_to_one(f, h0: torch.Tensor, method: str, steps: int = 1, tol: float = 1e-9,
-                     max_steps: int = 20000) -> torch.Tensor:
+def integrate_to_one(
+    f, h0: torch.Tensor, method: str, steps: int = 1, tol: float = 1e-9, max_steps: int = 20000
+) -> torch.Tensor:
     """H(1) of dH/dτ = f(τ, H) from h0 at τ = 0, in h0's precision; adaptive solves keep the step cap.
 
     Takes tolerances below SolverConfig's 1e-12 floor: in float64 they are still meaningful.
@@ -249,8 +289,10 @@ def integrate_to_one(f, h0: torch.Tensor, method: str, steps: int = 1, tol: floa
         return odeint(f, h0, t, method=method, rtol=tol, atol=tol, options={"max_num_steps": max_steps})[-1]
     except AssertionError as err:
         if "max_num_steps" in str(err):
-            raise SolverStepLimitError(f"{method} needed more than max_steps={max_steps} steps at "
-                                       f"rtol=atol={tol:g}; loosen the tolerance or raise the step cap") from None
+            raise SolverStepLimitError(
+                f"{method} needed more than max_steps={max_steps} steps at "
+                f"rtol=atol={tol:g}; loosen the tolerance or raise the step cap"
+            ) from None
         raise
 
 
@@ -270,8 +312,9 @@ def step_counts(max_steps: int) -> np.ndarray:
     return 2 ** np.arange(int(math.log2(max_steps)) + 1)
 
 
-def convergence_study(f, h0: torch.Tensor, max_steps: int = 64, reference_tol: float = 1e-12,
-                      reference_max_steps: int = 20000) -> Convergence:
+def convergence_study(
+    f, h0: torch.Tensor, max_steps: int = 64, reference_tol: float = 1e-12, reference_max_steps: int = 20000
+) -> Convergence:
     """Euler and RK4 errors at τ = 1 for N = 1, 2, 4, ..., max_steps against dopri5 at reference_tol."""
     steps = step_counts(max_steps)
     if not (isinstance(reference_tol, float) and 1e-13 <= reference_tol <= 1e-3):
@@ -285,18 +328,26 @@ def convergence_study(f, h0: torch.Tensor, max_steps: int = 64, reference_tol: f
     reference_error = float((ref - tighter).norm() / scale)
     errors = {}
     for method in ("euler", "rk4"):
-        errors[method] = np.array([float((integrate_to_one(f, h0, method, steps=int(n)) - ref).norm()
-                                         / scale) for n in steps])
+        errors[method] = np.array(
+            [float((integrate_to_one(f, h0, method, steps=int(n)) - ref).norm() / scale) for n in steps]
+        )
     floor = max(10 * reference_error, 1e-14)
-    return Convergence(steps=steps, euler_error=errors["euler"], rk4_error=errors["rk4"],
-                       euler_order=fitted_order(steps, errors["euler"], floor),
-                       rk4_order=fitted_order(steps, errors["rk4"], floor),
-                       reference_error=reference_error, floor=floor, reference_nfe=counted.nfe)
+    return Convergence(
+        steps=steps,
+        euler_error=errors["euler"],
+        rk4_error=errors["rk4"],
+        euler_order=fitted_order(steps, errors["euler"], floor),
+        rk4_order=fitted_order(steps, errors["rk4"], floor),
+        reference_error=reference_error,
+        floor=floor,
+        reference_nfe=counted.nfe,
+    )
 
 
 @torch.no_grad()
-def convergence(model, tok, prompt: str, u, max_steps: int = 64, reference_tol: float = 1e-12,
-                axis: str = "sentiment") -> Convergence:
+def convergence(
+    model, tok, prompt: str, u, max_steps: int = 64, reference_tol: float = 1e-12, axis: str = "sentiment"
+) -> Convergence:
     """Convergence of Euler and RK4 on the model's own block for this prompt and control."""
     if not hasattr(model, "field"):
         raise ValueError("a discrete model has no continuous vector field")

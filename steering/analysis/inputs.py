@@ -3,10 +3,11 @@
 Every analysis goes through these, so bad input fails the same way everywhere: one
 ValueError that says what was wrong.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -34,7 +35,7 @@ def prompt_tensor(model, tok, prompt: str) -> tuple[torch.Tensor, list[str]]:
     if not isinstance(prompt, str):
         raise ValueError("prompt must be text")
     ids = [bos_id(tok)] + encode(tok, prompt)
-    ids = ids[-model.config.block_size:]
+    ids = ids[-model.config.block_size :]
     device = next(model.parameters()).device
     strings = ["<bos>" if i == bos_id(tok) else decode(tok, [i]) for i in ids]
     return torch.tensor([ids], dtype=torch.long, device=device), strings

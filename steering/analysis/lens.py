@@ -3,6 +3,7 @@
 H(τ) goes through the late blocks, the final norm and the head, exactly as H(1) does,
 so the row at τ = 1 is the model's own next-token distribution.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,30 +18,47 @@ from .inputs import control_vector, prompt_tensor, solver_config, tau_grid
 
 @dataclass
 class DepthLens:
-    tau: np.ndarray                 # [T]
-    token_strings: list[str]        # the prompt's tokens (with BOS)
-    top_tokens: list[list[str]]     # [T][k] at the last position
-    top_probs: np.ndarray           # [T, k]
-    shown_tokens: list[str]         # every token that is in some τ's top k (last position)
-    shown_probs: np.ndarray         # [T, n_shown] probability of each shown token at each τ
+    tau: np.ndarray  # [T]
+    token_strings: list[str]  # the prompt's tokens (with BOS)
+    top_tokens: list[list[str]]  # [T][k] at the last position
+    top_probs: np.ndarray  # [T, k]
+    shown_tokens: list[str]  # every token that is in some τ's top k (last position)
+    shown_probs: np.ndarray  # [T, n_shown] probability of each shown token at each τ
     u: np.ndarray
     solver_label: str
     # with all_positions: the most likely next token after each prompt position, at each τ
-    position_top_tokens: list[list[str]] | None = None   # [T][tokens]
-    position_top_probs: np.ndarray | None = None         # [T, tokens]
-    top_token_ids: list[list[int]] | None = None          # [T][k]; several ids can decode alike (byte pieces)
+    position_top_tokens: list[list[str]] | None = None  # [T][tokens]
+    position_top_probs: np.ndarray | None = None  # [T, tokens]
+    top_token_ids: list[list[int]] | None = None  # [T][k]; several ids can decode alike (byte pieces)
     shown_token_ids: list[int] | None = None
 
     def to_dict(self) -> dict:
-        return {"tau": self.tau, "token_strings": self.token_strings, "top_tokens": self.top_tokens,
-                "top_probs": self.top_probs, "shown_tokens": self.shown_tokens, "shown_probs": self.shown_probs,
-                "u": self.u, "solver": self.solver_label, "position_top_tokens": self.position_top_tokens,
-                "position_top_probs": self.position_top_probs}
+        return {
+            "tau": self.tau,
+            "token_strings": self.token_strings,
+            "top_tokens": self.top_tokens,
+            "top_probs": self.top_probs,
+            "shown_tokens": self.shown_tokens,
+            "shown_probs": self.shown_probs,
+            "u": self.u,
+            "solver": self.solver_label,
+            "position_top_tokens": self.position_top_tokens,
+            "position_top_probs": self.position_top_probs,
+        }
 
 
 @torch.no_grad()
-def depth_lens(model, tok, prompt: str, u, solver=TRAINING_SOLVER, n_tau: int = 11, top_k: int = 5,
-               all_positions: bool = False, axis: str = "sentiment") -> DepthLens:
+def depth_lens(
+    model,
+    tok,
+    prompt: str,
+    u,
+    solver=TRAINING_SOLVER,
+    n_tau: int = 11,
+    top_k: int = 5,
+    all_positions: bool = False,
+    axis: str = "sentiment",
+) -> DepthLens:
     if not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
     solver = solver_config(solver)
@@ -48,8 +66,8 @@ def depth_lens(model, tok, prompt: str, u, solver=TRAINING_SOLVER, n_tau: int = 
     control = control_vector(u, axis).to(idx.device)
     grid = tau_grid(n_tau)
     result = model.middle(model.encode(idx), control, solver, tau=grid)
-    states = result.states[:, 0]                              # [T, tokens, d]: each τ decoded as its own sequence
-    probs = model.decode(states).float().softmax(-1)          # [T, tokens, vocab]
+    states = result.states[:, 0]  # [T, tokens, d]: each τ decoded as its own sequence
+    probs = model.decode(states).float().softmax(-1)  # [T, tokens, vocab]
     last = probs[:, -1]
     k = min(top_k, last.shape[-1])
     top = torch.topk(last, k, dim=-1)

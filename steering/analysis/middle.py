@@ -8,8 +8,9 @@ and measuring the held-out loss gives the language-modelling value of what it do
 The update H(1) - H(0) splits into the part every token shares (its mean over all
 held-out tokens: a constant offset, as a bias writes) and the rest, which depends on the
 token. Only the second can carry per-token work; the shipped ODE block's update is
-mostly the first (README model card).
+mostly the first (docs/model-card.md#evaluation).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -28,14 +29,14 @@ def relative_update(h_in: torch.Tensor, h_out: torch.Tensor) -> torch.Tensor:
 @dataclass
 class MiddleWork:
     arch: str
-    windows: int                        # held-out windows measured
-    loss: float                         # mean token cross-entropy at u = 0
-    loss_without_middle: float          # the same with H(1) := H(0)
-    relative_update: float              # mean over tokens of |H(1) - H(0)| / |H(0)| at u = 0
+    windows: int  # held-out windows measured
+    loss: float  # mean token cross-entropy at u = 0
+    loss_without_middle: float  # the same with H(1) := H(0)
+    relative_update: float  # mean over tokens of |H(1) - H(0)| / |H(0)| at u = 0
     relative_update_own_control: float | None  # the same under each window's own (label, source) control
-    state_norm: float                   # mean |H(0)|
-    shared_update: float                # |mean over tokens of (H(1) - H(0))| / mean |H(0)|, at u = 0
-    token_specific_update: float        # mean over tokens of |update - its mean| / |H(0)|, at u = 0
+    state_norm: float  # mean |H(0)|
+    shared_update: float  # |mean over tokens of (H(1) - H(0))| / mean |H(0)|, at u = 0
+    token_specific_update: float  # mean over tokens of |update - its mean| / |H(0)|, at u = 0
 
     @property
     def loss_cost_of_removal(self) -> float:
@@ -46,8 +47,9 @@ class MiddleWork:
 
 
 @torch.no_grad()
-def middle_work(model, inputs: torch.Tensor, targets: torch.Tensor, controls: torch.Tensor | None = None,
-                batch: int = 32) -> MiddleWork:
+def middle_work(
+    model, inputs: torch.Tensor, targets: torch.Tensor, controls: torch.Tensor | None = None, batch: int = 32
+) -> MiddleWork:
     """Measure the middle on held-out windows (inputs/targets as train.heldout_batch gives them)."""
     was_training = model.training
     model.eval()
@@ -56,7 +58,7 @@ def middle_work(model, inputs: torch.Tensor, targets: torch.Tensor, controls: to
     tokens = 0
     updates, norms = [], []
     for i in range(0, len(inputs), batch):
-        x, y = inputs[i:i + batch], targets[i:i + batch]
+        x, y = inputs[i : i + batch], targets[i : i + batch]
         real = y >= 0
         n = int(real.sum())
         h0 = model.encode(x)
@@ -66,17 +68,21 @@ def middle_work(model, inputs: torch.Tensor, targets: torch.Tensor, controls: to
         updates.append((h1 - h0)[real])
         norms.append(h0.norm(dim=-1)[real].clamp_min(1e-12))
         if hybrid and controls is not None:
-            own = model.middle(h0, controls[i:i + batch], TRAINING_SOLVER).final
+            own = model.middle(h0, controls[i : i + batch], TRAINING_SOLVER).final
             sums["update_own"] += float(relative_update(h0, own)[real].sum())
         tokens += n
     model.train(was_training)
     tokens = max(tokens, 1)
-    updates, norms = torch.cat(updates), torch.cat(norms)   # [real tokens, d], [real tokens]
+    updates, norms = torch.cat(updates), torch.cat(norms)  # [real tokens, d], [real tokens]
     shared = updates.mean(dim=0)
-    return MiddleWork(arch=model.config.arch, windows=len(inputs), loss=sums["loss"] / tokens,
-                      loss_without_middle=sums["skip"] / tokens,
-                      relative_update=float((updates.norm(dim=-1) / norms).mean()),
-                      relative_update_own_control=sums["update_own"] / tokens if hybrid and controls is not None else None,
-                      state_norm=float(norms.mean()),
-                      shared_update=float(shared.norm() / norms.mean()),
-                      token_specific_update=float(((updates - shared).norm(dim=-1) / norms).mean()))
+    return MiddleWork(
+        arch=model.config.arch,
+        windows=len(inputs),
+        loss=sums["loss"] / tokens,
+        loss_without_middle=sums["skip"] / tokens,
+        relative_update=float((updates.norm(dim=-1) / norms).mean()),
+        relative_update_own_control=sums["update_own"] / tokens if hybrid and controls is not None else None,
+        state_norm=float(norms.mean()),
+        shared_update=float(shared.norm() / norms.mean()),
+        token_specific_update=float(((updates - shared).norm(dim=-1) / norms).mean()),
+    )

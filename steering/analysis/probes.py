@@ -3,10 +3,11 @@
 A logistic regression per τ, trained on part of the reviews and scored on the rest. A
 smooth rise (or a flat line) along τ means no sudden jump in where sentiment lives.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -20,22 +21,30 @@ DEFAULT_TAUS = (0.0, 0.25, 0.5, 0.67, 0.75, 1.0)
 
 @dataclass
 class Probes:
-    taus: np.ndarray             # [T]
-    accuracy: np.ndarray         # [T] held-out accuracy
-    train_accuracy: np.ndarray   # [T]
+    taus: np.ndarray  # [T]
+    accuracy: np.ndarray  # [T] held-out accuracy
+    train_accuracy: np.ndarray  # [T]
     n_train: int
     n_test: int
-    chance: float                # accuracy of always guessing the majority class of the test set
+    chance: float  # accuracy of always guessing the majority class of the test set
     u: np.ndarray
 
     def to_dict(self) -> dict:
-        return {"taus": self.taus, "accuracy": self.accuracy, "train_accuracy": self.train_accuracy,
-                "n_train": self.n_train, "n_test": self.n_test, "chance": self.chance, "u": self.u}
+        return {
+            "taus": self.taus,
+            "accuracy": self.accuracy,
+            "train_accuracy": self.train_accuracy,
+            "n_train": self.n_train,
+            "n_test": self.n_test,
+            "chance": self.chance,
+            "u": self.u,
+        }
 
 
 @torch.no_grad()
-def pooled_states(model, tok, texts: Sequence[str], taus: torch.Tensor, u, solver, max_tokens: int,
-                  batch_size: int = 32) -> np.ndarray:
+def pooled_states(
+    model, tok, texts: Sequence[str], taus: torch.Tensor, u, solver, max_tokens: int, batch_size: int = 32
+) -> np.ndarray:
     """Mean over each text's tokens of H(τ): [texts, T, d].
 
     Texts are right-padded into batches: attention is causal, so padding after a text
@@ -49,12 +58,12 @@ def pooled_states(model, tok, texts: Sequence[str], taus: torch.Tensor, u, solve
     size = batch_size if solver.is_fixed else 1
     out = []
     for start in range(0, len(texts), size):
-        rows = [([bos_id(tok)] + encode(tok, text))[:limit] for text in texts[start:start + size]]
+        rows = [([bos_id(tok)] + encode(tok, text))[:limit] for text in texts[start : start + size]]
         width = max(len(r) for r in rows)
         ids = torch.tensor([r + [bos_id(tok)] * (width - len(r)) for r in rows], device=device)
         mask = torch.tensor([[1.0] * len(r) + [0.0] * (width - len(r)) for r in rows], device=device)
         h0 = model.encode(ids)
-        if grid is None:                                     # only τ = 0 asked: no solve needed
+        if grid is None:  # only τ = 0 asked: no solve needed
             states = h0[None]
         else:
             states = model.middle(h0, control.expand(len(rows), -1), solver, tau=grid).states
@@ -64,8 +73,18 @@ def pooled_states(model, tok, texts: Sequence[str], taus: torch.Tensor, u, solve
     return np.concatenate(out).astype(np.float64)
 
 
-def linear_probes(model, tok, reviews, taus=DEFAULT_TAUS, u=(0.0, 0.0), solver=TRAINING_SOLVER,
-                  max_reviews: int = 400, max_tokens: int = 64, test_fraction: float = 0.3, seed: int = 0) -> Probes:
+def linear_probes(
+    model,
+    tok,
+    reviews,
+    taus=DEFAULT_TAUS,
+    u=(0.0, 0.0),
+    solver=TRAINING_SOLVER,
+    max_reviews: int = 400,
+    max_tokens: int = 64,
+    test_fraction: float = 0.3,
+    seed: int = 0,
+) -> Probes:
     """Held-out accuracy of a logistic regression on mean-pooled H(τ), for each τ.
 
     reviews: objects with .text and .label (0/1), e.g. steering.data.heldout_reviews().
@@ -85,11 +104,14 @@ def linear_probes(model, tok, reviews, taus=DEFAULT_TAUS, u=(0.0, 0.0), solver=T
     per_class = min(len(by_label[0]), len(by_label[1]), max_reviews // 2)
     if per_class < 4:
         raise ValueError("linear probes need at least 4 reviews of each sentiment")
-    chosen = [r for label in (0, 1) for r in (by_label[label][i] for i in rng.permutation(len(by_label[label]))[:per_class])]
+    chosen = [
+        r for label in (0, 1) for r in (by_label[label][i] for i in rng.permutation(len(by_label[label]))[:per_class])
+    ]
     labels = np.array([r.label for r in chosen])
     features = pooled_states(model, tok, [r.text for r in chosen], grid, u, solver_config(solver), max_tokens)
-    train_idx, test_idx = train_test_split(np.arange(len(chosen)), test_size=test_fraction, stratify=labels,
-                                           random_state=seed)
+    train_idx, test_idx = train_test_split(
+        np.arange(len(chosen)), test_size=test_fraction, stratify=labels, random_state=seed
+    )
     accuracy, train_accuracy = [], []
     for t in range(len(grid)):
         probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
@@ -98,6 +120,12 @@ def linear_probes(model, tok, reviews, taus=DEFAULT_TAUS, u=(0.0, 0.0), solver=T
         train_accuracy.append(probe.score(features[train_idx, t], labels[train_idx]))
     test_labels = labels[test_idx]
     chance = float(max(test_labels.mean(), 1 - test_labels.mean()))
-    return Probes(taus=grid.numpy().astype(float), accuracy=np.array(accuracy), train_accuracy=np.array(train_accuracy),
-                  n_train=len(train_idx), n_test=len(test_idx), chance=chance,
-                  u=control_vector(u)[0].numpy().astype(float))
+    return Probes(
+        taus=grid.numpy().astype(float),
+        accuracy=np.array(accuracy),
+        train_accuracy=np.array(train_accuracy),
+        n_train=len(train_idx),
+        n_test=len(test_idx),
+        chance=chance,
+        u=control_vector(u)[0].numpy().astype(float),
+    )

@@ -7,6 +7,7 @@ Every u is solved on its own (torchdiffeq's adaptive solvers pick one step size 
 whole batch, which would couple the controls). Only the ODE block is solved per u; the
 prompt is encoded once and only the last position is decoded, all u in one batch.
 """
+
 from __future__ import annotations
 
 import time
@@ -22,7 +23,7 @@ from .sweep import target_probabilities
 from .trajectories import infer_adaptive_steps
 
 DEFAULT_U_GRID = tuple(np.round(np.linspace(-2.0, 2.0, 41), 6))
-ALIGNED_WITHIN = 0.1     # a crossover this close to a switch sits on it (one step of the default 41-point grid)
+ALIGNED_WITHIN = 0.1  # a crossover this close to a switch sits on it (one step of the default 41-point grid)
 DEFAULT_TOLERANCES = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
 
 
@@ -34,33 +35,46 @@ def adaptive_solver(method: str, rtol: float, atol: float, max_steps: int = 2000
 
 @dataclass
 class Regimes:
-    u: np.ndarray                      # [n_u]
+    u: np.ndarray  # [n_u]
     axis: str
-    nfe: dict[str, np.ndarray]         # solver -> NFE per u
-    steps: dict[str, np.ndarray]       # solver -> accepted steps per u
-    nfe_disagreement: float            # max over u of |NFE_a - NFE_b| / mean(NFE_a, NFE_b) (first two solvers)
-    step_disagreement: float           # the same for accepted steps (what the paper's "within 15%" compares)
-    switches: list[Switch]             # every level change of the first solver's NFE (steering.analysis.changepoints)
-    segments: list[Segment]            # the constant NFE levels between them
-    switch_u: float | None             # the switch nearest the crossover (None: no switch or no crossover)
-    crossover_u: float | None          # where the relative probability of targets[0] crosses 0.5
+    nfe: dict[str, np.ndarray]  # solver -> NFE per u
+    steps: dict[str, np.ndarray]  # solver -> accepted steps per u
+    nfe_disagreement: float  # max over u of |NFE_a - NFE_b| / mean(NFE_a, NFE_b) (first two solvers)
+    step_disagreement: float  # the same for accepted steps (what the paper's "within 15%" compares)
+    switches: list[Switch]  # every level change of the first solver's NFE (steering.analysis.changepoints)
+    segments: list[Segment]  # the constant NFE levels between them
+    switch_u: float | None  # the switch nearest the crossover (None: no switch or no crossover)
+    crossover_u: float | None  # where the relative probability of targets[0] crosses 0.5
     crossover_to_switch: float | None  # |crossover_u - switch_u|
-    reading: str                       # one line: the regimes and where the crossover lies among them
-    target_probability: np.ndarray     # [n_u] P(t0) / (P(t0) + P(t1)) after the first solver's solve
-    target_raw: np.ndarray             # [n_u, n_targets] raw next-token probabilities
+    reading: str  # one line: the regimes and where the crossover lies among them
+    target_probability: np.ndarray  # [n_u] P(t0) / (P(t0) + P(t1)) after the first solver's solve
+    target_raw: np.ndarray  # [n_u, n_targets] raw next-token probabilities
     targets: list[str]
     rtol: float
     atol: float
-    seconds: float                     # wall time of the whole sweep
+    seconds: float  # wall time of the whole sweep
 
     def to_dict(self) -> dict:
-        return {"u": self.u, "axis": self.axis, "nfe": self.nfe, "steps": self.steps,
-                "nfe_disagreement": self.nfe_disagreement, "step_disagreement": self.step_disagreement,
-                "switches": [s.to_dict() for s in self.switches], "segments": [s.to_dict() for s in self.segments],
-                "switch_u": self.switch_u, "crossover_u": self.crossover_u,
-                "crossover_to_switch": self.crossover_to_switch, "reading": self.reading,
-                "target_probability": self.target_probability, "target_raw": self.target_raw,
-                "targets": self.targets, "rtol": self.rtol, "atol": self.atol, "seconds": self.seconds}
+        return {
+            "u": self.u,
+            "axis": self.axis,
+            "nfe": self.nfe,
+            "steps": self.steps,
+            "nfe_disagreement": self.nfe_disagreement,
+            "step_disagreement": self.step_disagreement,
+            "switches": [s.to_dict() for s in self.switches],
+            "segments": [s.to_dict() for s in self.segments],
+            "switch_u": self.switch_u,
+            "crossover_u": self.crossover_u,
+            "crossover_to_switch": self.crossover_to_switch,
+            "reading": self.reading,
+            "target_probability": self.target_probability,
+            "target_raw": self.target_raw,
+            "targets": self.targets,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "seconds": self.seconds,
+        }
 
 
 def crossing(u: np.ndarray, values: np.ndarray, level: float = 0.5) -> float | None:
@@ -121,19 +135,24 @@ def regimes_reading(segments: list[Segment], crossover_u: float | None, unit: st
     if len(levels) == 1:
         text = f"{head}: {_fmt(levels[0])} {unit} at {_interval(segments[0], low, high)}"
     else:
-        inner = [lv for lv in levels if len(where[lv]) == 1 and where[lv][0].u_start > low and where[lv][0].u_end < high]
+        inner = [
+            lv for lv in levels if len(where[lv]) == 1 and where[lv][0].u_start > low and where[lv][0].u_end < high
+        ]
         if len(levels) == 2 and len(segments) == 3 and inner:
             band, rest = inner[0], [lv for lv in levels if lv != inner[0]][0]
             text = f"{head}: {_fmt(band)} {unit} for {_interval(where[band][0], low, high)}, {_fmt(rest)} outside"
         else:
             text = f"{head}: " + "; ".join(
-                f"{_fmt(lv)} {unit} for " + " and ".join(_interval(s, low, high) for s in where[lv]) for lv in levels)
+                f"{_fmt(lv)} {unit} for " + " and ".join(_interval(s, low, high) for s in where[lv]) for lv in levels
+            )
     if crossover_u is None:
         return text + "; the target share never crosses 50% on the grid"
     switch_u = nearest_switch([s.u_end for s in segments[:-1]], crossover_u)
     if switch_u is not None and abs(crossover_u - switch_u) <= ALIGNED_WITHIN + 1e-9:
-        return text + (f"; the crossover (u = {crossover_u:.2f}) sits on the switch at u = {switch_u:.2f} "
-                       f"({abs(crossover_u - switch_u):.2f} away)")
+        return text + (
+            f"; the crossover (u = {crossover_u:.2f}) sits on the switch at u = {switch_u:.2f} "
+            f"({abs(crossover_u - switch_u):.2f} away)"
+        )
     home = next((s for s in segments if s.u_start <= crossover_u <= s.u_end), segments[-1])
     level = round(home.level, 1)
     band = {levels[0]: f"low-{unit}", levels[-1]: f"high-{unit}"}.get(level) if len(levels) == 2 else None
@@ -158,16 +177,32 @@ def profile_summary(u, nfe: dict, steps: dict, target_probability, penalty: floa
         nfe_disagreement = step_disagreement = 0.0
     crossover_u = crossing(u, target_probability)
     switch_u = nearest_switch(switches, crossover_u)
-    return {"nfe_disagreement": nfe_disagreement, "step_disagreement": step_disagreement, "switches": switches,
-            "segments": segments, "switch_u": switch_u, "crossover_u": crossover_u,
-            "crossover_to_switch": None if switch_u is None else abs(crossover_u - switch_u),
-            "reading": regimes_reading(segments, crossover_u)}
+    return {
+        "nfe_disagreement": nfe_disagreement,
+        "step_disagreement": step_disagreement,
+        "switches": switches,
+        "segments": segments,
+        "switch_u": switch_u,
+        "crossover_u": crossover_u,
+        "crossover_to_switch": None if switch_u is None else abs(crossover_u - switch_u),
+        "reading": regimes_reading(segments, crossover_u),
+    }
 
 
 @torch.no_grad()
-def nfe_regimes(model, tok, prompt: str, u_grid=DEFAULT_U_GRID, solvers=("dopri5", "adaptive_heun"),
-                rtol: float = 1e-3, atol: float = 1e-4, axis: str = "sentiment", targets=(" good", " bad"),
-                max_steps: int = 2000, other: float = 0.0) -> Regimes:
+def nfe_regimes(
+    model,
+    tok,
+    prompt: str,
+    u_grid=DEFAULT_U_GRID,
+    solvers=("dopri5", "adaptive_heun"),
+    rtol: float = 1e-3,
+    atol: float = 1e-4,
+    axis: str = "sentiment",
+    targets=(" good", " bad"),
+    max_steps: int = 2000,
+    other: float = 0.0,
+) -> Regimes:
     """NFE of each adaptive solver for each u, every regime switch and the semantic crossover."""
     if not solvers:
         raise ValueError("give at least one adaptive solver")
@@ -195,27 +230,44 @@ def nfe_regimes(model, tok, prompt: str, u_grid=DEFAULT_U_GRID, solvers=("dopri5
     raw = target_probabilities(model, torch.stack(finals), target_ids)
     seconds = time.perf_counter() - start
     relative = raw[:, 0] / np.maximum(raw[:, 0] + raw[:, 1], 1e-30)
-    return Regimes(u=grid, axis=axis, nfe=nfe, steps=steps, **profile_summary(grid, nfe, steps, relative),
-                   target_probability=relative, target_raw=raw, targets=target_tokens, rtol=float(rtol),
-                   atol=float(atol), seconds=seconds)
+    return Regimes(
+        u=grid,
+        axis=axis,
+        nfe=nfe,
+        steps=steps,
+        **profile_summary(grid, nfe, steps, relative),
+        target_probability=relative,
+        target_raw=raw,
+        targets=target_tokens,
+        rtol=float(rtol),
+        atol=float(atol),
+        seconds=seconds,
+    )
 
 
 @dataclass
 class ToleranceScaling:
-    tolerances: np.ndarray    # [n] rtol = atol
-    nfe: np.ndarray           # [n]
-    slope: float              # d log NFE / d log(1/tolerance)
+    tolerances: np.ndarray  # [n] rtol = atol
+    nfe: np.ndarray  # [n]
+    slope: float  # d log NFE / d log(1/tolerance)
     solver: str
     u: np.ndarray
 
     def to_dict(self) -> dict:
-        return {"tolerances": self.tolerances, "nfe": self.nfe, "slope": self.slope, "solver": self.solver,
-                "u": self.u}
+        return {"tolerances": self.tolerances, "nfe": self.nfe, "slope": self.slope, "solver": self.solver, "u": self.u}
 
 
 @torch.no_grad()
-def tolerance_scaling(model, tok, prompt: str, u, tolerances=DEFAULT_TOLERANCES, solver: str = "dopri5",
-                      axis: str = "sentiment", max_steps: int = 2000) -> ToleranceScaling:
+def tolerance_scaling(
+    model,
+    tok,
+    prompt: str,
+    u,
+    tolerances=DEFAULT_TOLERANCES,
+    solver: str = "dopri5",
+    axis: str = "sentiment",
+    max_steps: int = 2000,
+) -> ToleranceScaling:
     """NFE at rtol = atol = each tolerance; the log-log slope says how fast work grows with precision.
 
     A slope well below 1 means sublinear growth: smooth dynamics, not ever finer structure.
@@ -235,5 +287,6 @@ def tolerance_scaling(model, tok, prompt: str, u, tolerances=DEFAULT_TOLERANCES,
     h0 = model.encode(idx)
     nfe = np.array([model.middle(h0, control, c).nfe for c in configs], dtype=int)
     slope = float(np.polyfit(np.log10(1.0 / tols), np.log10(nfe), 1)[0])
-    return ToleranceScaling(tolerances=tols, nfe=nfe, slope=slope, solver=solver,
-                            u=control[0].cpu().numpy().astype(float))
+    return ToleranceScaling(
+        tolerances=tols, nfe=nfe, slope=slope, solver=solver, u=control[0].cpu().numpy().astype(float)
+    )

@@ -1,4 +1,5 @@
 """How far two solver settings disagree along the same path: ||H_a(τ) - H_b(τ)|| / ||H_b(τ)||."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,16 +13,23 @@ from .trajectories import Trajectory, compute_trajectory
 
 @dataclass
 class SolverComparison:
-    tau: np.ndarray            # [T]
-    divergence: np.ndarray     # [T] relative divergence of a from b (b is the reference)
-    final_divergence: float    # at τ = 1
+    tau: np.ndarray  # [T]
+    divergence: np.ndarray  # [T] relative divergence of a from b (b is the reference)
+    final_divergence: float  # at τ = 1
     a: Trajectory
     b: Trajectory
 
     def to_dict(self) -> dict:
-        return {"tau": self.tau, "divergence_along_tau": self.divergence, "divergence": self.final_divergence,
-                "solver_a": self.a.solver_label, "solver_b": self.b.solver_label, "nfe_a": self.a.nfe,
-                "nfe_b": self.b.nfe, "u": self.a.u}
+        return {
+            "tau": self.tau,
+            "divergence_along_tau": self.divergence,
+            "divergence": self.final_divergence,
+            "solver_a": self.a.solver_label,
+            "solver_b": self.b.solver_label,
+            "nfe_a": self.a.nfe,
+            "nfe_b": self.b.nfe,
+            "u": self.a.u,
+        }
 
 
 def relative_divergence(states_a: np.ndarray, states_b: np.ndarray) -> np.ndarray:
@@ -31,8 +39,16 @@ def relative_divergence(states_a: np.ndarray, states_b: np.ndarray) -> np.ndarra
     return np.linalg.norm(a - b, axis=1) / np.maximum(np.linalg.norm(b, axis=1), 1e-30)
 
 
-def compare_solvers(model, tok, prompt: str, u, solver_a=SolverConfig("euler", steps=4),
-                    solver_b=REFERENCE_SOLVER, n_tau: int = 33, axis: str = "sentiment") -> SolverComparison:
+def compare_solvers(
+    model,
+    tok,
+    prompt: str,
+    u,
+    solver_a=SolverConfig("euler", steps=4),
+    solver_b=REFERENCE_SOLVER,
+    n_tau: int = 33,
+    axis: str = "sentiment",
+) -> SolverComparison:
     """Both solves on the same τ grid; b is the reference the divergence is measured against."""
     a = compute_trajectory(model, tok, prompt, u, solver_config(solver_a), n_tau=n_tau, axis=axis)
     b = compute_trajectory(model, tok, prompt, u, solver_config(solver_b), n_tau=n_tau, axis=axis)

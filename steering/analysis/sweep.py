@@ -1,4 +1,5 @@
 """Next-token probabilities and how they move with the control: the paper's sigmoid curves."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,13 +9,23 @@ import torch
 
 from ..ode import TRAINING_SOLVER
 from ..tokenizer import decode
-from .inputs import (axis_control, control_vector, decode_last, prompt_tensor, solver_config, target_token_ids,
-                     u_grid_array)
+from .inputs import (
+    axis_control,
+    control_vector,
+    decode_last,
+    prompt_tensor,
+    solver_config,
+    target_token_ids,
+    u_grid_array,
+)
+
+SWEEP_U_GRID = np.linspace(-2, 2, 41)  # steering_sweep's default grid of u
 
 
 @torch.no_grad()
-def next_token_distribution(model, tok, prompt: str, u, solver=TRAINING_SOLVER, top_k: int = 10,
-                            axis: str = "sentiment") -> tuple[list[str], np.ndarray]:
+def next_token_distribution(
+    model, tok, prompt: str, u, solver=TRAINING_SOLVER, top_k: int = 10, axis: str = "sentiment"
+) -> tuple[list[str], np.ndarray]:
     """The top_k next tokens after the prompt at control u, and their probabilities."""
     if not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
@@ -47,21 +58,30 @@ def final_states(model, h0: torch.Tensor, controls: torch.Tensor, solver) -> tup
 
 @dataclass
 class Sweep:
-    u: np.ndarray                  # [n_u] values on `axis`
+    u: np.ndarray  # [n_u] values on `axis`
     axis: str
-    targets: list[str]             # as asked
-    target_tokens: list[str]       # the token scored for each target
-    probabilities: np.ndarray      # [n_u, n_targets] raw next-token probabilities
-    relative: np.ndarray           # [n_u, n_targets] renormalised among the targets
-    largest_jump: float            # max |Δ probability| between neighbouring u, over targets
-    largest_jump_u: tuple[float, float] | None   # the neighbouring u pair where it happens
+    targets: list[str]  # as asked
+    target_tokens: list[str]  # the token scored for each target
+    probabilities: np.ndarray  # [n_u, n_targets] raw next-token probabilities
+    relative: np.ndarray  # [n_u, n_targets] renormalised among the targets
+    largest_jump: float  # max |Δ probability| between neighbouring u, over targets
+    largest_jump_u: tuple[float, float] | None  # the neighbouring u pair where it happens
     solver_label: str
     notice: str = ""
 
     def to_dict(self) -> dict:
-        return {"u": self.u, "axis": self.axis, "targets": self.targets, "target_tokens": self.target_tokens,
-                "probabilities": self.probabilities, "relative": self.relative, "largest_jump": self.largest_jump,
-                "largest_jump_u": self.largest_jump_u, "solver": self.solver_label, "notice": self.notice}
+        return {
+            "u": self.u,
+            "axis": self.axis,
+            "targets": self.targets,
+            "target_tokens": self.target_tokens,
+            "probabilities": self.probabilities,
+            "relative": self.relative,
+            "largest_jump": self.largest_jump,
+            "largest_jump_u": self.largest_jump_u,
+            "solver": self.solver_label,
+            "notice": self.notice,
+        }
 
 
 def target_probabilities(model, states: torch.Tensor, target_ids: list[int]) -> np.ndarray:
@@ -69,8 +89,16 @@ def target_probabilities(model, states: torch.Tensor, target_ids: list[int]) -> 
     return probs[:, target_ids].cpu().numpy().astype(float)
 
 
-def steering_sweep(model, tok, prompt: str, targets=(" good", " bad"), u_grid=np.linspace(-2, 2, 41),
-                   axis: str = "sentiment", solver=TRAINING_SOLVER, other: float = 0.0) -> Sweep:
+def steering_sweep(
+    model,
+    tok,
+    prompt: str,
+    targets=(" good", " bad"),
+    u_grid=SWEEP_U_GRID,
+    axis: str = "sentiment",
+    solver=TRAINING_SOLVER,
+    other: float = 0.0,
+) -> Sweep:
     """Next-token probability of each target as the control moves along one axis (the other held at `other`)."""
     solver = solver_config(solver)
     grid = u_grid_array(u_grid)
@@ -88,6 +116,15 @@ def steering_sweep(model, tok, prompt: str, targets=(" good", " bad"), u_grid=np
         largest, where = float(jumps[k]), (float(grid[k]), float(grid[k + 1]))
     else:
         largest, where = 0.0, None
-    return Sweep(u=grid, axis=axis, targets=list(targets), target_tokens=target_tokens, probabilities=probabilities,
-                 relative=relative, largest_jump=largest, largest_jump_u=where, solver_label=solver.label(),
-                 notice=notice)
+    return Sweep(
+        u=grid,
+        axis=axis,
+        targets=list(targets),
+        target_tokens=target_tokens,
+        probabilities=probabilities,
+        relative=relative,
+        largest_jump=largest,
+        largest_jump_u=where,
+        solver_label=solver.label(),
+        notice=notice,
+    )

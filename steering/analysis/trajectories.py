@@ -5,6 +5,7 @@ every call; solve_block resets the count). Accepted and rejected steps of an ada
 solver are read off those evaluation times (see infer_adaptive_steps); fixed solvers
 reject nothing and accept the steps 0, 1/N, ..., (N-1)/N.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,17 +19,17 @@ from .inputs import control_vector, prompt_tensor, solver_config, tau_grid, tau_
 
 @dataclass
 class Trajectory:
-    tau: np.ndarray                 # [T]
-    states: np.ndarray              # [T, tokens, d]
+    tau: np.ndarray  # [T]
+    states: np.ndarray  # [T, tokens, d]
     token_strings: list[str]
-    nfe: int                        # field evaluations of this solve (the field's own count)
-    eval_taus: list[float]          # τ of each field evaluation, in call order
-    accepted_taus: list[float]      # start τ of each accepted step
-    rejected_taus: list[float]      # start τ of each rejected step
-    u: np.ndarray                   # [2] (sentiment, style)
+    nfe: int  # field evaluations of this solve (the field's own count)
+    eval_taus: list[float]  # τ of each field evaluation, in call order
+    accepted_taus: list[float]  # start τ of each accepted step
+    rejected_taus: list[float]  # start τ of each rejected step
+    u: np.ndarray  # [2] (sentiment, style)
     solver_label: str
-    accepted_sizes: list[float] = field(default_factory=list)   # size of each accepted step
-    rejected_sizes: list[float] = field(default_factory=list)   # size each rejected step tried
+    accepted_sizes: list[float] = field(default_factory=list)  # size of each accepted step
+    rejected_sizes: list[float] = field(default_factory=list)  # size each rejected step tried
 
     @property
     def final(self) -> np.ndarray:
@@ -42,7 +43,7 @@ def pooled(traj: Trajectory) -> np.ndarray:
 
 @dataclass
 class StepLog:
-    accepted: list[tuple[float, float]] = field(default_factory=list)   # (start τ, size)
+    accepted: list[tuple[float, float]] = field(default_factory=list)  # (start τ, size)
     rejected: list[tuple[float, float]] = field(default_factory=list)
 
 
@@ -94,8 +95,9 @@ def step_log(model, result, solver: SolverConfig) -> StepLog:
 
 
 @torch.no_grad()
-def compute_trajectory(model, tok, prompt: str, u, solver=SolverConfig("rk4", steps=8), n_tau: int = 33,
-                       tau=None, axis: str = "sentiment") -> Trajectory:
+def compute_trajectory(
+    model, tok, prompt: str, u, solver=SolverConfig("rk4", steps=8), n_tau: int = 33, tau=None, axis: str = "sentiment"
+) -> Trajectory:
     """H(τ) of every prompt token on n_tau evenly spaced points (or the given τ grid).
 
     u is a pair (sentiment, style) or one number on `axis`. A discrete model has no

@@ -3,6 +3,7 @@
 Inputs are plain data: each path is any object with `name`, `u`, `tau` [T] and `points`
 [T, >=2 or 3] (steering.analysis.pca.ProjectedPath fits).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
-U_COLORSCALE = "RdBu"   # red for negative control, blue for positive
+U_COLORSCALE = "RdBu"  # red for negative control, blue for positive
 
 
 def u_colors(values, low: float | None = None, high: float | None = None) -> list[str]:
@@ -27,8 +28,14 @@ def _path_trace(path, color: str, dims: int, upto: int | None = None, width: flo
     tau = np.asarray(path.tau)[: len(pts)]
     label = f"{path.name} (u={path.u:+.2f})" if path.name else f"u={path.u:+.2f}"
     hover = [f"{label}<br>τ={t:.3f}" for t in tau]
-    common = dict(mode="lines+markers", name=label, line=dict(color=color, width=width),
-                  marker=dict(size=3, color=color), hovertext=hover, hoverinfo="text")
+    common = dict(
+        mode="lines+markers",
+        name=label,
+        line=dict(color=color, width=width),
+        marker=dict(size=3, color=color),
+        hovertext=hover,
+        hoverinfo="text",
+    )
     if dims == 3:
         return go.Scatter3d(x=pts[:, 0], y=pts[:, 1], z=pts[:, 2], **common)
     return go.Scatter(x=pts[:, 0], y=pts[:, 1], **common)
@@ -48,8 +55,14 @@ def axis_titles(explained_variance=None, n: int = 3) -> list[str]:
     return [f"PC{i + 1} ({100 * float(v):.1f}% var.)" for i, v in enumerate(list(explained_variance)[:n])]
 
 
-def pca_paths_figure(paths, dims: int = 2, explained_variance=None, animate: bool = False,
-                     highlight=None, title: str = "Hidden-state paths H̄(τ) on the PCA map") -> go.Figure:
+def pca_paths_figure(
+    paths,
+    dims: int = 2,
+    explained_variance=None,
+    animate: bool = False,
+    highlight=None,
+    title: str = "Hidden-state paths H̄(τ) on the PCA map",
+) -> go.Figure:
     """One line per path, coloured by u (red negative, blue positive), τ = 0 circled.
 
     highlight: extra paths drawn thick in black on top (e.g. the user's own prompt).
@@ -79,32 +92,72 @@ def pca_paths_figure(paths, dims: int = 2, explained_variance=None, animate: boo
     if animate:
         n_tau = min(len(np.asarray(p.tau)) for p in everything)
         tau = np.asarray(everything[0].tau)
-        fig.frames = [go.Frame(data=[_path_trace(p, c, dims, upto=k + 1, width=w)
-                                     for p, c, w in zip(everything, colors, widths)],
-                               traces=list(range(len(everything))), name=f"{tau[k]:.3f}")
-                      for k in range(n_tau)]
+        fig.frames = [
+            go.Frame(
+                data=[_path_trace(p, c, dims, upto=k + 1, width=w) for p, c, w in zip(everything, colors, widths)],
+                traces=list(range(len(everything))),
+                name=f"{tau[k]:.3f}",
+            )
+            for k in range(n_tau)
+        ]
         fig.update_layout(
-            updatemenus=[dict(type="buttons", showactive=False, x=0.0, y=-0.12, xanchor="left", buttons=[
-                dict(label="▶ play", method="animate",
-                     args=[None, dict(frame=dict(duration=120, redraw=dims == 3), fromcurrent=True)]),
-                dict(label="❚❚ pause", method="animate",
-                     args=[[None], dict(frame=dict(duration=0, redraw=False), mode="immediate")])])],
-            sliders=[dict(currentvalue=dict(prefix="τ = "), pad=dict(t=40), steps=[
-                dict(label=f.name, method="animate",
-                     args=[[f.name], dict(mode="immediate", frame=dict(duration=0, redraw=dims == 3))])
-                for f in fig.frames])])
+            updatemenus=[
+                dict(
+                    type="buttons",
+                    showactive=False,
+                    x=0.0,
+                    y=-0.12,
+                    xanchor="left",
+                    buttons=[
+                        dict(
+                            label="▶ play",
+                            method="animate",
+                            args=[None, dict(frame=dict(duration=120, redraw=dims == 3), fromcurrent=True)],
+                        ),
+                        dict(
+                            label="❚❚ pause",
+                            method="animate",
+                            args=[[None], dict(frame=dict(duration=0, redraw=False), mode="immediate")],
+                        ),
+                    ],
+                )
+            ],
+            sliders=[
+                dict(
+                    currentvalue=dict(prefix="τ = "),
+                    pad=dict(t=40),
+                    steps=[
+                        dict(
+                            label=f.name,
+                            method="animate",
+                            args=[[f.name], dict(mode="immediate", frame=dict(duration=0, redraw=dims == 3))],
+                        )
+                        for f in fig.frames
+                    ],
+                )
+            ],
+        )
     return fig
 
 
 def probes_figure(probes, title: str = "Sentiment separability of H̄(τ) (held-out linear probe)") -> go.Figure:
     """Held-out (and train) accuracy against τ, with the chance level."""
     taus = np.asarray(probes.taus, dtype=float)
-    fig = go.Figure([
-        go.Scatter(x=taus, y=np.asarray(probes.accuracy), mode="lines+markers", name="held-out accuracy"),
-        go.Scatter(x=taus, y=np.asarray(probes.train_accuracy), mode="lines+markers", name="train accuracy",
-                   line=dict(dash="dot")),
-        go.Scatter(x=[0.0, 1.0], y=[probes.chance] * 2, mode="lines", name="chance", line=dict(color="gray", dash="dash")),
-    ])
+    fig = go.Figure(
+        [
+            go.Scatter(x=taus, y=np.asarray(probes.accuracy), mode="lines+markers", name="held-out accuracy"),
+            go.Scatter(
+                x=taus,
+                y=np.asarray(probes.train_accuracy),
+                mode="lines+markers",
+                name="train accuracy",
+                line=dict(dash="dot"),
+            ),
+            go.Scatter(
+                x=[0.0, 1.0], y=[probes.chance] * 2, mode="lines", name="chance", line=dict(color="gray", dash="dash")
+            ),
+        ]
+    )
     fig.update_layout(title=title, xaxis_title="depth τ", yaxis_title="accuracy", yaxis_range=[0, 1.02])
     return fig
 
@@ -118,19 +171,47 @@ def curvature_figure(curvature, title: str = "How curved are the paths?") -> go.
     path has arc / chord - 1 = 0, which a log axis leaves out.
     """
     u = np.asarray(curvature.u, dtype=float)
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("arc / chord − 1 (0: straight)",
-                                                         "largest share of the displacement ⟂ chord"))
-    series = [("full space", curvature.arc_to_chord, curvature.orthogonal_share, "solid"),
-              ("PCA map", getattr(curvature, "arc_to_chord_map", None),
-               getattr(curvature, "orthogonal_share_map", None), "dot")]
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("arc / chord − 1 (0: straight)", "largest share of the displacement ⟂ chord")
+    )
+    series = [
+        ("full space", curvature.arc_to_chord, curvature.orthogonal_share, "solid"),
+        (
+            "PCA map",
+            getattr(curvature, "arc_to_chord_map", None),
+            getattr(curvature, "orthogonal_share_map", None),
+            "dot",
+        ),
+    ]
     for k, (name, ratio, share, dash) in enumerate(series):
         if ratio is None or share is None:
             continue
         color = ("#1f6fb4", "#e67e22")[k]
-        fig.add_trace(go.Scatter(x=u, y=np.asarray(ratio, dtype=float) - 1.0, mode="lines+markers", name=name,
-                                 legendgroup=name, line=dict(color=color, dash=dash)), row=1, col=1)
-        fig.add_trace(go.Scatter(x=u, y=np.asarray(share, dtype=float), mode="lines+markers", name=name,
-                                 legendgroup=name, showlegend=False, line=dict(color=color, dash=dash)), row=1, col=2)
+        fig.add_trace(
+            go.Scatter(
+                x=u,
+                y=np.asarray(ratio, dtype=float) - 1.0,
+                mode="lines+markers",
+                name=name,
+                legendgroup=name,
+                line=dict(color=color, dash=dash),
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=u,
+                y=np.asarray(share, dtype=float),
+                mode="lines+markers",
+                name=name,
+                legendgroup=name,
+                showlegend=False,
+                line=dict(color=color, dash=dash),
+            ),
+            row=1,
+            col=2,
+        )
     fig.update_yaxes(type="log", exponentformat="e", row=1, col=1)
     fig.update_yaxes(tickformat=".2%", rangemode="tozero", row=1, col=2)
     fig.update_xaxes(title_text=f"control u ({getattr(curvature, 'axis', 'sentiment')})")

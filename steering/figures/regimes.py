@@ -1,4 +1,5 @@
 """NFE against the control (two regimes), NFE against tolerance, and the steering sweep curves."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,19 +21,35 @@ def nfe_regimes_figure(regimes, title: str = "Solver work against the control") 
     u = np.asarray(regimes.u, dtype=float)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     for solver, values in regimes.nfe.items():
-        fig.add_trace(go.Scatter(x=u, y=np.asarray(values), mode="lines+markers", name=f"NFE {solver}",
-                                 line_shape="hvh"), secondary_y=False)     # level changes drawn midway, where the switches sit
+        fig.add_trace(
+            go.Scatter(x=u, y=np.asarray(values), mode="lines+markers", name=f"NFE {solver}", line_shape="hvh"),
+            secondary_y=False,
+        )  # level changes drawn midway, where the switches sit
     targets = list(getattr(regimes, "targets", []) or ["target 1", "target 2"])
-    fig.add_trace(go.Scatter(x=u, y=np.asarray(regimes.target_probability), mode="lines",
-                             name=f"P({targets[0]!r}) / (P({targets[0]!r}) + P({targets[1]!r}))",
-                             line=dict(color="gray", dash="dot")), secondary_y=True)
+    fig.add_trace(
+        go.Scatter(
+            x=u,
+            y=np.asarray(regimes.target_probability),
+            mode="lines",
+            name=f"P({targets[0]!r}) / (P({targets[0]!r}) + P({targets[1]!r}))",
+            line=dict(color="gray", dash="dot"),
+        ),
+        secondary_y=True,
+    )
     for switch in getattr(regimes, "switches", None) or []:
-        fig.add_vline(x=switch.u, line=dict(color="firebrick", dash="dash"),
-                      annotation_text=f"{_level(switch.from_level)} → {_level(switch.to_level)} NFE<br>"
-                                      f"u={switch.u:+.2f}", annotation_position="top left")
+        fig.add_vline(
+            x=switch.u,
+            line=dict(color="firebrick", dash="dash"),
+            annotation_text=f"{_level(switch.from_level)} → {_level(switch.to_level)} NFE<br>u={switch.u:+.2f}",
+            annotation_position="top left",
+        )
     if regimes.crossover_u is not None:
-        fig.add_vline(x=regimes.crossover_u, line=dict(color="royalblue", dash="dot"),
-                      annotation_text=f"crossover u={regimes.crossover_u:+.2f}", annotation_position="bottom right")
+        fig.add_vline(
+            x=regimes.crossover_u,
+            line=dict(color="royalblue", dash="dot"),
+            annotation_text=f"crossover u={regimes.crossover_u:+.2f}",
+            annotation_position="bottom right",
+        )
     fig.update_layout(title=title, xaxis_title=f"control u ({getattr(regimes, 'axis', 'sentiment')})")
     fig.update_yaxes(title_text="function evaluations (NFE)", secondary_y=False, rangemode="tozero")
     fig.update_yaxes(title_text="relative probability", range=[0, 1], secondary_y=True)
@@ -60,21 +77,51 @@ def alignment_figure(alignment, title: str = "Crossover against the NFE switches
             sy.append(name)
             bx += [switch.u - threshold, switch.u + threshold, None]
             by += [name, name, None]
-    fig.add_trace(go.Scatter(x=bx, y=by, mode="lines", name=f"within {threshold:g} of a switch",
-                             line=dict(color="rgba(178,34,34,0.25)", width=12), hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=sx, y=sy, mode="markers", name="NFE switch",
-                             marker=dict(symbol="line-ns-open", size=16, color="firebrick", line=dict(width=3))))
+    fig.add_trace(
+        go.Scatter(
+            x=bx,
+            y=by,
+            mode="lines",
+            name=f"within {threshold:g} of a switch",
+            line=dict(color="rgba(178,34,34,0.25)", width=12),
+            hoverinfo="skip",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=sx,
+            y=sy,
+            mode="markers",
+            name="NFE switch",
+            marker=dict(symbol="line-ns-open", size=16, color="firebrick", line=dict(width=3)),
+        )
+    )
     crossed = [(name, row) for name, row in zip(names, rows) if row.crossover_u is not None]
-    fig.add_trace(go.Scatter(
-        x=[row.crossover_u for _, row in crossed], y=[name for name, _ in crossed], mode="markers",
-        name="semantic crossover", marker=dict(symbol=["diamond" if row.aligned else "diamond-open" for _, row in crossed],
-                                               size=11, color="royalblue", line=dict(width=2, color="royalblue"))))
+    fig.add_trace(
+        go.Scatter(
+            x=[row.crossover_u for _, row in crossed],
+            y=[name for name, _ in crossed],
+            mode="markers",
+            name="semantic crossover",
+            marker=dict(
+                symbol=["diamond" if row.aligned else "diamond-open" for _, row in crossed],
+                size=11,
+                color="royalblue",
+                line=dict(width=2, color="royalblue"),
+            ),
+        )
+    )
     u = np.asarray(alignment.u, dtype=float)
     share, null = stats.get("aligned_share"), stats.get("null_aligned_share")
     note = "" if share is None else f": aligned {share:.0%} (a random crossover: {null:.0%})"
-    fig.update_layout(title=title + note, xaxis_title="control u", xaxis_range=[u[0] - 0.05, u[-1] + 0.05],
-                      yaxis=dict(autorange="reversed", type="category"), height=max(320, 60 + 34 * len(rows)),
-                      legend=dict(orientation="h", y=-0.15))
+    fig.update_layout(
+        title=title + note,
+        xaxis_title="control u",
+        xaxis_range=[u[0] - 0.05, u[-1] + 0.05],
+        yaxis=dict(autorange="reversed", type="category"),
+        height=max(320, 60 + 34 * len(rows)),
+        legend=dict(orientation="h", y=-0.15),
+    )
     return fig
 
 
@@ -84,24 +131,41 @@ def tolerance_figure(scaling, title: str = "Resolution scaling: NFE against tole
     nfe = np.asarray(scaling.nfe, dtype=float)
     inverse = 1.0 / tol
     intercept = np.mean(np.log10(nfe) - scaling.slope * np.log10(inverse))
-    fig = go.Figure([
-        go.Scatter(x=inverse, y=nfe, mode="lines+markers", name=f"{getattr(scaling, 'solver', 'solver')} NFE"),
-        go.Scatter(x=inverse, y=10 ** (intercept + scaling.slope * np.log10(inverse)), mode="lines",
-                   name=f"fit: NFE ∝ (1/tol)^{scaling.slope:.3f}", line=dict(dash="dash", color="gray")),
-    ])
-    fig.update_layout(title=title, xaxis_title="1 / tolerance (rtol = atol)", yaxis_title="NFE",
-                      xaxis_type="log", yaxis_type="log")
+    fig = go.Figure(
+        [
+            go.Scatter(x=inverse, y=nfe, mode="lines+markers", name=f"{getattr(scaling, 'solver', 'solver')} NFE"),
+            go.Scatter(
+                x=inverse,
+                y=10 ** (intercept + scaling.slope * np.log10(inverse)),
+                mode="lines",
+                name=f"fit: NFE ∝ (1/tol)^{scaling.slope:.3f}",
+                line=dict(dash="dash", color="gray"),
+            ),
+        ]
+    )
+    fig.update_layout(
+        title=title, xaxis_title="1 / tolerance (rtol = atol)", yaxis_title="NFE", xaxis_type="log", yaxis_type="log"
+    )
     return fig
 
 
-def steering_sweep_figure(sweep, relative: bool = False,
-                          title: str = "Next-token probability against the control") -> go.Figure:
+def steering_sweep_figure(
+    sweep, relative: bool = False, title: str = "Next-token probability against the control"
+) -> go.Figure:
     """One curve per target token against u (raw probabilities, or renormalised among the targets)."""
     u = np.asarray(sweep.u, dtype=float)
     values = np.asarray(sweep.relative if relative else sweep.probabilities, dtype=float)
-    fig = go.Figure([go.Scatter(x=u, y=values[:, i], mode="lines+markers", name=repr(token))
-                     for i, token in enumerate(sweep.target_tokens)])
-    fig.update_layout(title=title, xaxis_title=f"control u ({getattr(sweep, 'axis', 'sentiment')})",
-                      yaxis_title="relative probability among targets" if relative else "next-token probability",
-                      yaxis_range=[0, 1.02] if relative else None, legend_title_text="target")
+    fig = go.Figure(
+        [
+            go.Scatter(x=u, y=values[:, i], mode="lines+markers", name=repr(token))
+            for i, token in enumerate(sweep.target_tokens)
+        ]
+    )
+    fig.update_layout(
+        title=title,
+        xaxis_title=f"control u ({getattr(sweep, 'axis', 'sentiment')})",
+        yaxis_title="relative probability among targets" if relative else "next-token probability",
+        yaxis_range=[0, 1.02] if relative else None,
+        legend_title_text="target",
+    )
     return fig

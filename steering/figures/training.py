@@ -4,9 +4,10 @@ Each log is a list of records as steering.train writes them ({"stage", "step", "
 "grad_norm", "ode_grad_norm", "alpha", "val_loss", ...}). Stage 2 (steering) continues
 after stage 1 on one step axis and is shaded.
 """
+
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -16,8 +17,12 @@ from .steer import style_figure
 
 MODEL_COLORS = {"hybrid": "#1f6fb4", "discrete": "#e67e22"}
 FALLBACK_COLORS = ("#2ca02c", "#9467bd", "#8c564b")
-PANELS = (("loss", "training loss"), ("grad_norm", "total grad norm (before clipping)"),
-          ("ode_grad_norm", "middle-block grad norm (ODE block in the hybrid)"), ("alpha", "α, the ODE output scale"))
+PANELS = (
+    ("loss", "training loss"),
+    ("grad_norm", "total grad norm (before clipping)"),
+    ("ode_grad_norm", "middle-block grad norm (ODE block in the hybrid)"),
+    ("alpha", "α, the ODE output scale"),
+)
 
 
 def global_steps(records: Sequence[dict]) -> np.ndarray:
@@ -53,11 +58,11 @@ def _color(name: str, i: int) -> str:
     return MODEL_COLORS.get(name.lower().split()[0], FALLBACK_COLORS[i % len(FALLBACK_COLORS)])
 
 
-def training_curves_figure(logs: Mapping[str, Sequence[dict]], *, smooth: int = 15,
-                           font_size: int = 14) -> go.Figure:
+def training_curves_figure(logs: Mapping[str, Sequence[dict]], *, smooth: int = 15, font_size: int = 14) -> go.Figure:
     """2×2 panels (loss with validation points, grad norm, middle-block grad norm, α), one colour per model."""
-    fig = make_subplots(rows=2, cols=2, subplot_titles=[title for _, title in PANELS],
-                        horizontal_spacing=0.08, vertical_spacing=0.14)
+    fig = make_subplots(
+        rows=2, cols=2, subplot_titles=[title for _, title in PANELS], horizontal_spacing=0.08, vertical_spacing=0.14
+    )
     stage2_start, last_step = None, 0
     for i, (name, records) in enumerate(logs.items()):
         records = list(records)
@@ -78,28 +83,67 @@ def training_curves_figure(logs: Mapping[str, Sequence[dict]], *, smooth: int = 
             xs = np.array([p[0] for p in pairs])
             ys = np.array([p[1] for p in pairs], dtype=float)
             if key != "alpha" and len(ys) > smooth:
-                fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(width=1, color=color), opacity=0.25,
-                                         name=f"{name} (raw)", legendgroup=name, showlegend=False,
-                                         hoverinfo="skip"), row=row + 1, col=col + 1)
-            fig.add_trace(go.Scatter(x=xs, y=ema(ys, smooth if key != "alpha" else 1), mode="lines",
-                                     line=dict(width=2.5, color=color), name=name, legendgroup=name,
-                                     showlegend=k == 0,
-                                     hovertemplate=f"{name}<br>step %{{x}}<br>%{{y:.4g}}<extra></extra>"),
-                          row=row + 1, col=col + 1)
+                fig.add_trace(
+                    go.Scatter(
+                        x=xs,
+                        y=ys,
+                        mode="lines",
+                        line=dict(width=1, color=color),
+                        opacity=0.25,
+                        name=f"{name} (raw)",
+                        legendgroup=name,
+                        showlegend=False,
+                        hoverinfo="skip",
+                    ),
+                    row=row + 1,
+                    col=col + 1,
+                )
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ema(ys, smooth if key != "alpha" else 1),
+                    mode="lines",
+                    line=dict(width=2.5, color=color),
+                    name=name,
+                    legendgroup=name,
+                    showlegend=k == 0,
+                    hovertemplate=f"{name}<br>step %{{x}}<br>%{{y:.4g}}<extra></extra>",
+                ),
+                row=row + 1,
+                col=col + 1,
+            )
         val = [(s, r["val_loss"]) for s, r in zip(steps, records) if r.get("val_loss") is not None]
         if val:
-            fig.add_trace(go.Scatter(x=[v[0] for v in val], y=[v[1] for v in val], mode="markers",
-                                     marker=dict(size=9, color=color, symbol="diamond", line=dict(width=1, color="white")),
-                                     name=f"{name} validation", legendgroup=name,
-                                     hovertemplate=f"{name} validation<br>step %{{x}}<br>%{{y:.4f}}<extra></extra>"),
-                          row=1, col=1)
+            fig.add_trace(
+                go.Scatter(
+                    x=[v[0] for v in val],
+                    y=[v[1] for v in val],
+                    mode="markers",
+                    marker=dict(size=9, color=color, symbol="diamond", line=dict(width=1, color="white")),
+                    name=f"{name} validation",
+                    legendgroup=name,
+                    hovertemplate=f"{name} validation<br>step %{{x}}<br>%{{y:.4f}}<extra></extra>",
+                ),
+                row=1,
+                col=1,
+            )
     if stage2_start is not None:
         for k in range(4):
             row, col = divmod(k, 2)
-            fig.add_vrect(x0=stage2_start, x1=last_step, fillcolor="#f1c40f", opacity=0.10, line_width=0,
-                          row=row + 1, col=col + 1)
-        fig.add_annotation(x=stage2_start, y=1, xref="x", yref="y domain", text=" stage 2: steering",
-                           showarrow=False, xanchor="left", yanchor="top", font=dict(size=font_size - 2))
+            fig.add_vrect(
+                x0=stage2_start, x1=last_step, fillcolor="#f1c40f", opacity=0.10, line_width=0, row=row + 1, col=col + 1
+            )
+        fig.add_annotation(
+            x=stage2_start,
+            y=1,
+            xref="x",
+            yref="y domain",
+            text=" stage 2: steering",
+            showarrow=False,
+            xanchor="left",
+            yanchor="top",
+            font=dict(size=font_size - 2),
+        )
     for k in range(4):
         row, col = divmod(k, 2)
         fig.update_xaxes(title_text="optimiser step" if row == 1 else None, row=row + 1, col=col + 1)

@@ -1,0 +1,58 @@
+"""pyproject.toml against the requirements files and the command line it installs."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def requirement_lines(name: str) -> list[str]:
+    lines = [line.split("#", 1)[0].strip() for line in (ROOT / name).read_text(encoding="utf-8").splitlines()]
+    return [line for line in lines if line]
+
+
+def test_runtime_dependencies_are_read_from_requirements_txt():
+    assert "dependencies" in PYPROJECT["project"]["dynamic"] and "dependencies" not in PYPROJECT["project"]
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["dependencies"] == {"file": ["requirements.txt"]}
+    assert all("==" in line and not line.startswith("-") for line in requirement_lines("requirements.txt"))
+
+
+def test_setuptools_reads_the_pinned_dependencies():
+    pyprojecttoml = pytest.importorskip("setuptools.config.pyprojecttoml")
+    config = pyprojecttoml.read_configuration(ROOT / "pyproject.toml", expand=True)
+    assert config["project"]["dependencies"] == requirement_lines("requirements.txt")
+
+
+def test_dev_extra_is_requirements_dev_txt_without_its_runtime_line():
+    # setuptools' file reader cannot follow `-r`, so the dev extra is listed in pyproject and must agree
+    lines = requirement_lines("requirements-dev.txt")
+    assert lines[0] == "-r requirements.txt"
+    assert PYPROJECT["project"]["optional-dependencies"]["dev"] == lines[1:]
+    assert any(line.startswith("ruff==") for line in lines)
+
+
+def test_console_script_is_the_python_m_entry_point():
+    import steering.__main__ as cli
+
+    assert PYPROJECT["project"]["scripts"] == {"steering": "steering.__main__:main"}
+    module, function = PYPROJECT["project"]["scripts"]["steering"].split(":")
+    assert module == cli.__name__ and getattr(cli, function) is cli.main
+
+
+def test_only_the_steering_package_is_installed():
+    assert PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"] == ["steering", "steering.*"]
+    find_packages = pytest.importorskip("setuptools").find_packages
+    found = find_packages(str(ROOT), include=["steering", "steering.*"])
+    assert "steering" in found and "steering.analysis" in found and "steering.figures" in found
+    assert all(name == "steering" or name.startswith("steering.") for name in found)
+
+
+def test_scripts_test_sh_lints_before_pytest():
+    script = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
+    lint, fmt, tests = (script.index(s) for s in ("ruff check .", "ruff format --check .", "-m pytest"))
+    assert lint < tests and fmt < tests
