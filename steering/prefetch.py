@@ -145,6 +145,7 @@ class Prefetcher:
         self._wished: dict = {}  # session -> when its current wish came
         self._on_done = on_done
         self._running: tuple = ()
+        self._running_for: set = set()  # the sessions whose current wish includes the running batch
         self._cancel = False
         self._awaited: Counter = Counter()
         self._cond = threading.Condition()
@@ -182,12 +183,20 @@ class Prefetcher:
 
     def want(self, keys: Iterable[Hashable], session: Hashable = None) -> None:
         with self._cond:
-            queue = [k for k in dict.fromkeys(keys) if k not in self._done and k not in self._running]
+            wanted = list(dict.fromkeys(keys))
+            queue = [k for k in wanted if k not in self._done and k not in self._running]
             self._queues[session] = queue
             self._served[session] = 0
             self._wished_at = self._wished[session] = time.monotonic()
-            if self._running and not self._still_wanted(self._running):
-                self._cancel = True
+            if self._running:
+                # a batch runs on while any session's current wish includes it (its keys are no
+                # longer in that session's queue, so the queues alone cannot tell)
+                if any(k in self._running for k in wanted):
+                    self._running_for.add(session)
+                else:
+                    self._running_for.discard(session)
+                if not self._running_for and not self._still_wanted(self._running):
+                    self._cancel = True
             if self._closed:
                 self._queues.clear()
             elif self._thread is None:
@@ -260,7 +269,7 @@ class Prefetcher:
                 if picked is None:
                     continue
                 session, keys = picked
-                self._running, self._cancel = keys, False
+                self._running, self._cancel, self._running_for = keys, False, {session}
             values, ok = None, False
             try:
                 if len(keys) == 1:
@@ -277,7 +286,7 @@ class Prefetcher:
                     self.batches += 1
                 elif self._cancel:
                     self.cancelled_batches += 1
-                self._running, self._cancel = (), False
+                self._running, self._cancel, self._running_for = (), False, set()
                 finished = None
                 if ok and session in self._queues and not [k for k in self._queues[session] if k not in self._done]:
                     finished = (

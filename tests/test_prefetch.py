@@ -300,3 +300,20 @@ def test_a_batch_lets_a_waiting_page_in_between_two_tokens():
     assert order.index("page") < order.index("token 3")  # in the middle of the batch, not after it
     assert order.count("page") == 1 and len(order) == 5
     assert lock.waiting() == (0, 0) and not lock.pause_for_foreground()  # not held here: nothing to pause
+
+
+def test_a_batch_started_for_one_session_runs_on_for_a_second_that_wanted_it_meanwhile():
+    lock = FairLock()
+    work = Batches(lock, hold=0.03)
+    p = Prefetcher(work.compute, compute_many=work.compute_many, batch=4, single=0)
+    p.want(range(4), session="a")
+    deadline = time.monotonic() + 5
+    while not p.in_progress() and time.monotonic() < deadline:  # a's batch is running
+        time.sleep(0.002)
+    p.want(range(4), session="b")  # b wants the same, already running: nothing queued for b
+    p.want([100], session="a")  # a moves on; b still wants 0..3
+    assert p.wait_idle()
+    assert work.cancelled == [] and (0, 1, 2, 3) in work.batches
+    p.want([200], session="b")  # with no one wanting a running batch, it is cancelled
+    p.want(range(300, 304), session="b")
+    assert p.wait_idle()
