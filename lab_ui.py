@@ -52,10 +52,6 @@ def baseline_dir() -> Path:
     return Path(os.environ.get("STEERING_BASELINE", ASSETS / "discrete"))
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("STEERING_CACHE", Path.home() / ".cache" / "steering"))
-
-
 @dataclass
 class Loaded:
     model: object
@@ -80,7 +76,7 @@ def _pca_map(path: str, key: str):
 
     loaded = _load(path)
     with loaded.lock:
-        return pca_map_for_checkpoint(loaded.model, loaded.tok, key, cache_dir() / "pca")
+        return pca_map_for_checkpoint(loaded.model, loaded.tok, key, lab.cache_dir() / "pca")
 
 
 @st.cache_resource(show_spinner=False)

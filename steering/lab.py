@@ -11,10 +11,12 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 import statistics
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -63,6 +65,12 @@ class LabState:
 
 
 DEFAULT_STATE = LabState()
+
+
+def cache_dir() -> Path:
+    """Where the lab and export-talk keep what they compute once per checkpoint (PCA maps):
+    $STEERING_CACHE, default ~/.cache/steering, so the offline file's map is the one the lab shows."""
+    return Path(os.environ.get("STEERING_CACHE", Path.home() / ".cache" / "steering"))
 
 
 def format_u(value: float) -> str:

@@ -501,12 +501,6 @@ def talk_html_bytes(
     return html
 
 
-def pca_cache_dir() -> Path:
-    """Where the lab keeps its PCA maps ($STEERING_CACHE/pca, default ~/.cache/steering/pca), so the
-    file's map is the one the lab shows."""
-    return Path(os.environ.get("STEERING_CACHE", Path.home() / ".cache" / "steering")) / "pca"
-
-
 @dataclass
 class ExportReport:
     path: Path
@@ -532,7 +526,7 @@ def export_talk(
     start = time.perf_counter()
     checkpoint = Path(checkpoint if checkpoint is not None else DEFAULT_CHECKPOINT)
     model, tok, config = load_checkpoint(checkpoint)
-    pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(checkpoint), pca_cache_dir())
+    pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(checkpoint), lab.cache_dir() / "pca")
     cleaned = clean_prompts(prompts)
     command = export_command(out, cleaned, checkpoint, seed, new_tokens)
     html = talk_html_bytes(
