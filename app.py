@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
+import numpy as np
 import streamlit as st
 
 import lab_ui as ui
 from steering import lab
-from steering.figures.steer import steer_figure
+from steering.figures.instant_steer import instant_payload, instant_view
 
 st.set_page_config(
     page_title="Steering lab",
@@ -31,64 +34,73 @@ def reference_paths(_pca_map, key: str) -> tuple[list, list]:
 
 @st.fragment
 def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tokens: int):
-    """Everything that depends on u: only this reruns while a slider is dragged."""
-    left, right = st.columns(2, gap="large")
-    ui.sentiment_slider(left)
-    ui.style_slider(right)
+    """Everything that depends on u. The sentiment slider, the text and the charts are one component
+    that holds every computed slider position in the browser, so a move there shows at once; this
+    fragment reruns when the style changes, when the component reports a position, and while the rest
+    of the range is computed (the component polls)."""
     state = ui.state()
+    ui.style_slider(st)
     views = ui.steer_views(loaded)
-    ahead = []  # while the page is looked at, compute every other slider position, nearest first
+
+    def key_at(u: float) -> tuple:
+        return ui.steer_key(prompt, (u, state.style), solver, seed, max_new_tokens)
+
     if ui.prefetch_enabled() and lab.worth_computing_ahead(solver):
-        previous = st.session_state.get("steer_previous_control")
-        ahead = [
-            ui.steer_key(prompt, control, solver, seed, max_new_tokens)
-            for control in lab.range_controls(state.control, previous)
-        ]
-        st.session_state["steer_previous_control"] = state.control
-    # the wish first: it replaces this session's earlier one, so work for inputs that changed is
-    # cancelled before this run waits for the model
-    views.want(ahead, session=ui.session_id())
-    view = ui.run_safely(
-        views.result, ui.steer_key(prompt, state.control, solver, seed, max_new_tokens), what="the steered continuation"
-    )
-    judgement = view.judgement or judged(view.prompt_shown + view.continuation)
+        # a new wish only when the inputs changed: the component's polls must not restart the worker.
+        # The wish first: it replaces this session's earlier one, so work for inputs that changed is
+        # cancelled before this run waits for the model
+        wish = key_at(state.sentiment)
+        if st.session_state.get("steer_wish") != wish:
+            previous = st.session_state.get("steer_previous_control")
+            views.want([key_at(c[0]) for c in lab.range_controls(state.control, previous)], session=ui.session_id())
+            st.session_state["steer_wish"], st.session_state["steer_previous_control"] = wish, state.control
+    view = ui.run_safely(views.result, key_at(state.sentiment), what="the steered continuation")
 
-    with st.container(border=True, key="continuation"):
-        st.markdown(lab.bold_then_plain(view.prompt_shown, view.continuation))
-    # one line of badges, not st.metric in a column of its own: every element the fragment
-    # sends costs the browser a render pass on each slider move
-    st.markdown(
-        lab.steer_badges(judgement.score, judgement.vader_compound, view.solve_nfe),
-        help=(
-            "Judged by the trained TF-IDF judge when its files exist, else by VADER's compound score mapped to 0…1. "
-            "NFE: vector-field evaluations the solver needed to integrate the prompt from τ = 0 to 1 "
-            f"({view.solver_label})."
-        ),
-    )
-    if view.generation_notice:
-        st.caption(view.generation_notice)
-
+    range_keys = {u: key_at(u) for u in lab.slider_positions()}
+    kept = views.kept(range_keys.values())
+    # while the range is computed, wait a moment for more before answering (the component asks again)
+    have, coming = len(kept), False
+    if ui.prefetch_enabled():
+        wait = 0.4 if ui.polled() else 0.0  # never delay the answer to a move
+        have, coming = views.wait_for_more(list(range_keys.values()), have, timeout=wait)
+        if have > len(kept):
+            kept = views.kept(range_keys.values())
+    shown = {u: kept.get(k) for u, k in range_keys.items()}
+    shown[state.sentiment] = view
     pca = ui.pca_map(loaded)
     paths, us = reference_paths(pca, pca.key)
-    fig = steer_figure(
-        view.next_tokens,
-        view.next_probs,
+    payload = instant_payload(
+        {u: instant_view_of(v) for u, v in shown.items() if v is not None},
         paths,
         us,
-        view.path,
         state.sentiment,
+        u_min=lab.U_MIN,
+        u_max=lab.U_MAX,
+        u_step=lab.U_STEP,
         explained=pca.explained_variance_ratio,
         font_size=ui.font_size(),
-        bars_title=f"Next token at u = {lab.format_u(state.sentiment)}",
-        map_title="H(τ) in the PCA map (mean over tokens)",
-        height=None if state.presenter else ui.STEER_MAP_HEIGHT,
+        label="Sentiment u₁  (− negative … + positive)",
+        help_text=ui.SENTIMENT_HELP,
+        pending=int(coming),
+        serial=time.monotonic_ns(),
+        chart_height="380px",
+        fit_screen=state.presenter,  # the charts take the height the screen leaves them
     )
-    if state.presenter:  # the page fits the screen: the chart takes the height the rest leaves (presenter CSS)
-        with st.container(height=ui.STEER_MAP_HEIGHT, key="steer_map_box", border=False):
-            ui.plot(fig, key="steer_map", height="stretch")
-    else:
-        ui.plot(fig, key="steer_map")
+    ui.instant_sentiment(payload)
     ui.sync_url("steer")
+
+
+def instant_view_of(view: lab.SteerView) -> dict:
+    judgement = view.judgement or judged(view.prompt_shown + view.continuation)
+    return instant_view(
+        view.prompt_shown,
+        view.continuation,
+        lab.steer_badges(judgement.score, judgement.vader_compound, view.solve_nfe),
+        view.next_tokens,
+        view.next_probs,
+        np.asarray(view.path),
+        notice=view.generation_notice,
+    )
 
 
 def steer():

@@ -19,11 +19,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import streamlit as st
+import streamlit.components.v2 as components
 import torch
 
 from steering import lab
 from steering import talk_scripts as talks
 from steering.checkpoint import ASSETS, CheckpointError, load_checkpoint, read_log
+from steering.figures import instant_steer
 from steering.ode import FIXED_SOLVERS, SolverConfig, SolverStepLimitError
 from steering.prefetch import FairLock, Prefetcher, in_background
 
@@ -36,7 +38,19 @@ TOLERANCES = tuple(10.0**-k for k in range(1, 9))
 # in the browser by BROWSER_SCRIPT) saves the same as SVG. In presenter mode the type sizes are those
 # of `python -m steering figures`.
 SLIDE_WIDTH, SLIDE_HEIGHT = 1920, 1080
-STEER_MAP_HEIGHT = 470  # the Steer page's figure (in presenter mode: the height the screen leaves it)
+# the Steer page's sentiment slider, text and charts, drawn in the browser from every computed position
+INSTANT_STEER = components.component(
+    instant_steer.COMPONENT_NAME, html=instant_steer.HTML, css=instant_steer.CSS, js=instant_steer.JS
+)
+INSTANT_KEY = "w_instant_steer"
+POLLED_KEY = "steer_polled"  # set when this run is the component asking for positions computed since
+
+
+def polled() -> bool:
+    """Whether the Steer component's poll started this run (it may then wait a moment for more positions)."""
+    return bool(st.session_state.pop(POLLED_KEY, False))
+
+
 PLOTLY_CONFIG = {
     "displaylogo": False,
     "toImageButtonOptions": {"format": "png", "width": SLIDE_WIDTH, "height": SLIDE_HEIGHT},
@@ -375,6 +389,29 @@ def sentiment_slider(container=st, label: str = "Sentiment u₁  (− negative �
         key="w_sentiment",
         on_change=on_change,
         help=SENTIMENT_HELP,
+    )
+
+
+def instant_sentiment(payload: dict):
+    """The Steer page's instant view (steering/figures/instant_steer.py): its slider moves in the browser
+    over the positions in `payload`; a settled or not yet computed position comes back as the state's
+    sentiment, and each poll (while positions are pending) reruns the fragment it is drawn in."""
+
+    def on_sentiment_change():
+        value = (st.session_state.get(INSTANT_KEY) or {}).get("sentiment")
+        try:
+            u = lab.snap_u(min(max(float(value), lab.U_MIN), lab.U_MAX))
+        except (TypeError, ValueError):
+            return  # not a number: keep the state as it is
+        update(sentiment=u)
+
+    return INSTANT_STEER(
+        key=INSTANT_KEY,
+        data=payload,
+        default={"sentiment": state().sentiment},
+        on_sentiment_change=on_sentiment_change,
+        on_poll_change=lambda: st.session_state.update({POLLED_KEY: True}),
+        height="content",
     )
 
 

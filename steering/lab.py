@@ -115,10 +115,15 @@ def range_controls(
     at equal distance the direction of the last move first."""
     first = neighbour_controls(control, previous)
     onward = -1.0 if previous is not None and previous[0] > control[0] else 1.0
-    positions = [snap_u(U_MIN + k * U_STEP) for k in range(int(round((U_MAX - U_MIN) / U_STEP)) + 1)]
+    positions = slider_positions()
     positions.sort(key=lambda v: (round(abs(v - control[0]) / U_STEP), 0 if (v - control[0]) * onward > 0 else 1))
     rest = [(v, control[1]) for v in positions if v != control[0]]
     return first + [c for c in rest if c not in first]
+
+
+def slider_positions() -> list[float]:
+    """Every position of a u slider, U_MIN to U_MAX."""
+    return [snap_u(U_MIN + k * U_STEP) for k in range(int(round((U_MAX - U_MIN) / U_STEP)) + 1)]
 
 
 def snap_u(value: float) -> float:
@@ -335,13 +340,6 @@ h2, h3 { font-size: 1.9rem !important; }
 [data-testid="stMetricValue"], [data-testid="stMetricValue"] p, [data-testid="stMetricValue"] div {
   font-size: 2.6rem !important; line-height: 1.2 !important; }
 [data-testid="stSlider"] label p, [data-testid="stWidgetLabel"] p { font-size: 1.3rem !important; }
-/* the Steer page fills the screen and no more: its chart's box takes whatever height the rest leaves */
-[data-testid="stMainBlockContainer"]:has(.st-key-steer_map_box) {
-  height: 100vh; display: flex; flex-direction: column; box-sizing: border-box; }
-[data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"]:has(.st-key-steer_map_box),
-[data-testid="stMainBlockContainer"] [data-testid="stLayoutWrapper"]:has(.st-key-steer_map_box) {
-  flex: 1 1 0 !important; min-height: 0 !important; }
-.st-key-steer_map_box { flex: 1 1 0 !important; height: auto !important; min-height: 12rem !important; }
 </style>
 """
 
@@ -741,14 +739,14 @@ def regimes_in_chunks(
     )
 
 
-def steer_badges(score: float, vader_compound: float, nfe: int) -> str:
-    """The Steer page's numbers as markdown badges: the verdict coloured by sentiment, VADER, NFE."""
+def steer_badges(score: float, vader_compound: float, nfe: int) -> list[tuple[str, str]]:
+    """The Steer page's numbers as (text, tone) badges: the verdict toned by sentiment, VADER, NFE."""
     verdict = sentiment_label(score)
-    colour = {"positive": "blue", "negative": "red"}.get(verdict, "gray")
-    return (
-        f":{colour}-badge[judged {verdict}: P(positive) {score:.0%}] :gray-badge[VADER {vader_compound:+.2f}] "
-        f":gray-badge[NFE of one solve: {int(nfe)}]"
-    )
+    return [
+        (f"judged {verdict}: P(positive) {score:.0%}", verdict if verdict in ("positive", "negative") else "neutral"),
+        (f"VADER {vader_compound:+.2f}", "neutral"),
+        (f"NFE of one solve: {int(nfe)}", "neutral"),
+    ]
 
 
 def bold_then_plain(bold: str, plain: str) -> str:

@@ -217,6 +217,26 @@ class Prefetcher:
             with_running = sum(1 for k in self._running if k not in self._done)
         return len([k for k in self._queues.get(session, ()) if k not in self._done]) + with_running
 
+    def kept(self, keys: Iterable[Hashable]) -> dict:
+        """The kept values among keys (key -> value), computing nothing."""
+        with self._cond:
+            return {k: self._done[k] for k in keys if k in self._done}
+
+    def wait_for_more(self, keys: Sequence[Hashable], have: int, timeout: float) -> tuple[int, bool]:
+        """Until more than `have` of keys are kept, or nothing more is coming for them, or timeout seconds
+        pass: (how many are kept, whether more are still coming). The Steer page polls with it while its
+        range is computed."""
+
+        def count() -> int:
+            return sum(1 for k in keys if k in self._done)
+
+        def coming() -> bool:
+            return any(k in self._running or any(k in q for q in self._queues.values()) for k in keys)
+
+        with self._cond:
+            self._cond.wait_for(lambda: count() > have or not coming(), timeout)
+            return count(), coming()
+
     def close(self, timeout: float = 30.0) -> None:
         """Stop working ahead: drop the queues and wait for the job in progress (result() still works)."""
         with self._cond:

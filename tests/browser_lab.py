@@ -26,8 +26,19 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-CONTINUATION = ".st-key-continuation"
-MAP = ".st-key-steer_map .js-plotly-plot"
+# the Steer page's component (steering/figures/instant_steer.py) draws in a shadow root: Playwright's
+# locators pierce it, document.querySelector does not (INSTANT_ROOT finds it for page.evaluate)
+INSTANT = ".st-key-w_instant_steer"
+CONTINUATION = f"{INSTANT} [data-testid=instant-text]"
+INSTANT_ROOT = """() => {
+    const host = document.querySelector('.st-key-w_instant_steer');
+    const walk = (node) => {
+        if (node.shadowRoot) { const r = node.shadowRoot.querySelector('.instant'); if (r) return r; }
+        for (const child of node.children) { const found = walk(child); if (found) return found; }
+        return null;
+    };
+    return host ? (host.querySelector('.instant') || walk(host)) : null;
+}"""
 
 
 def free_port() -> int:
@@ -143,33 +154,43 @@ def steer_text(page) -> str:
     return page.locator(CONTINUATION).inner_text()
 
 
-def map_signature(page) -> list:
-    """The current path's last point in the Steer map, read from plotly's own data on the page."""
+def map_signature(page) -> list | None:
+    """The current path in the Steer map: its u and its points, read from the page's SVG."""
     return page.evaluate(
-        """(sel) => {
-        const gd = document.querySelector(sel);
-        if (!gd || !gd._fullData) return null;
-        const now = gd._fullData.find(t => (t.name || '').startsWith('now:'));
-        if (!now) return null;
-        const n = now.x.length;
-        return [now.name, now.x[n - 1], now.y[n - 1]];
-    }""",
-        MAP,
+        f"""() => {{
+        const root = ({INSTANT_ROOT})();
+        const now = root && root.querySelector('polyline.now');
+        return now && now.getAttribute('points') ? [now.dataset.u, now.getAttribute('points')] : null;
+    }}"""
     )
 
 
 def wait_for_steer_page(page, timeout: float = 300.0):
     page.wait_for_selector(CONTINUATION, timeout=timeout * 1000)
     page.wait_for_function(
-        """(sel) => { const gd = document.querySelector(sel);
-                                         return gd && gd._fullData && gd._fullData.length > 0; }""",
-        arg=MAP,
+        f"""() => {{ const root = ({INSTANT_ROOT})();
+                   const now = root && root.querySelector('polyline.now');
+                   return !!(now && now.getAttribute('points')); }}""",
         timeout=timeout * 1000,
     )
 
 
 def sentiment_slider(page):
-    return page.locator('.st-key-w_sentiment input[type="range"]')
+    return page.locator(f"{INSTANT} input#instant-u")
+
+
+def wait_for_map_change(page, before: list | None, timeout: float = 60.0):
+    page.wait_for_function(
+        f"""(old) => {{
+        const root = ({INSTANT_ROOT})();
+        const now = root && root.querySelector('polyline.now');
+        if (!now || !now.getAttribute('points')) return false;
+        return !old || now.dataset.u !== old[0] || now.getAttribute('points') !== old[1];
+    }}""",
+        arg=before,
+        timeout=timeout * 1000,
+        polling="raf",
+    )
 
 
 def move_sentiment(page, key: str, timeout: float = 60.0) -> float:
@@ -179,18 +200,7 @@ def move_sentiment(page, key: str, timeout: float = 60.0) -> float:
     slider.focus()
     start = time.perf_counter()
     page.keyboard.press(key)
-    page.wait_for_function(
-        """([sel, old]) => {
-        const gd = document.querySelector(sel);
-        const now = gd && gd._fullData && gd._fullData.find(t => (t.name || '').startsWith('now:'));
-        if (!now) return false;
-        const n = now.x.length;
-        return now.name !== old[0] || now.x[n - 1] !== old[1] || now.y[n - 1] !== old[2];
-    }""",
-        arg=[MAP, before],
-        timeout=timeout * 1000,
-        polling="raf",
-    )
+    wait_for_map_change(page, before, timeout)
     return time.perf_counter() - start
 
 

@@ -230,8 +230,11 @@ def test_steer_view_is_deterministic_in_u(small_hybrid, small_tokenizer):
     assert abs(sum(views[0].next_probs) - 1) < 1 and views[0].next_probs == sorted(views[0].next_probs, reverse=True)
 
 
-def test_steer_badges_colour_the_verdict_and_show_the_numbers():
-    assert lab.steer_badges(0.9, 0.5, 4) == (
-        ":blue-badge[judged positive: P(positive) 90%] :gray-badge[VADER +0.50] :gray-badge[NFE of one solve: 4]"
-    )
-    assert lab.steer_badges(0.05, -0.7, 20).startswith(":red-badge[judged negative: P(positive) 5%]")
+def test_steer_badges_tone_the_verdict_and_show_the_numbers():
+    assert lab.steer_badges(0.9, 0.5, 4) == [
+        ("judged positive: P(positive) 90%", "positive"),
+        ("VADER +0.50", "neutral"),
+        ("NFE of one solve: 4", "neutral"),
+    ]
+    assert lab.steer_badges(0.05, -0.7, 20)[0] == ("judged negative: P(positive) 5%", "negative")
+    assert lab.steer_badges(0.5, 0.0, 4)[0] == ("judged mixed: P(positive) 50%", "neutral")

@@ -13,7 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from lab_checkpoints import build_lab_checkpoints, lab_environment
+from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.element_tree import Block, UnknownElement, Widget
+
+from steering.figures import instant_steer
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 TIMEOUT = 120
@@ -47,17 +51,79 @@ def no_exception(at: AppTest):
     assert not at.exception, [e.value for e in at.exception]
 
 
+class InstantSteer(Widget):
+    """The Steer page's component as AppTest sees it (it has no wrapper of its own): its value is the
+    state the browser would send, e.g. {"sentiment": 2.0}."""
+
+    def __init__(self, proto, root):
+        super().__init__(proto, root)
+        self.type = "bidi_component"
+
+    def __repr__(self) -> str:
+        return f"InstantSteer({self.key!r})"
+
+    @property
+    def _widget_state(self) -> WidgetState:
+        state = WidgetState()
+        state.id = self.id
+        state.json_value = json.dumps(self._value)
+        return state
+
+    @property
+    def value(self):
+        return self._value
+
+
+def instant_component(at: AppTest) -> InstantSteer | None:
+    """The Steer component in the app's tree, swapped for an InstantSteer so a test can set its state."""
+
+    def walk(block):
+        for index, node in list(block.children.items()):
+            if isinstance(node, InstantSteer):
+                return node
+            if isinstance(node, UnknownElement) and node.type == "bidi_component":
+                if node.proto.component_name == instant_steer.COMPONENT_NAME:
+                    block.children[index] = InstantSteer(node.proto, node.root)
+                    return block.children[index]
+            if isinstance(node, Block):
+                found = walk(node)
+                if found is not None:
+                    return found
+        return None
+
+    return walk(at._tree)
+
+
+def instant(at: AppTest) -> dict:
+    """What the Steer component draws: every computed position (views), the current one, the map."""
+    component = instant_component(at)
+    assert component is not None, "no Steer component on the page"
+    return json.loads(component.proto.json)
+
+
+def shown_view(at: AppTest) -> dict:
+    payload = instant(at)
+    return payload["views"][payload["current"]]
+
+
+def set_sentiment(at: AppTest, u: float) -> AppTest:
+    """Move the Steer slider to u and let the browser report it, as a settled drag does."""
+    return instant_component(at).set_value({"sentiment": u}).run()
+
+
+def sentiment_shown(at: AppTest) -> float:
+    return float(instant(at)["current"])
+
+
 def continuation(at: AppTest) -> str:
-    """The markdown block holding prompt + generated text (the only one that starts in bold)."""
-    blocks = [m.value for m in at.markdown if m.value.startswith("**")]
-    assert len(blocks) == 1, [m.value for m in at.markdown]
-    return blocks[0]
+    """The prompt and the generated text the Steer page shows now."""
+    view = shown_view(at)
+    return view["prompt"] + view["text"]
 
 
 def steer_numbers(at: AppTest) -> dict[str, str]:
-    """The Steer page's badges: {"judged": verdict, "NFE of one solve": n, ...} from their markdown."""
-    line = next(m.value for m in at.markdown if "-badge[judged" in m.value)
-    badges = dict(re.findall(r":\w+-badge\[([^:\]]+): ([^\]]+)\]", line))
+    """The Steer page's badges: {"judged": verdict, "NFE of one solve": n, ...}."""
+    badges = dict(text.split(": " if ": " in text else " ", 1) for text, _ in shown_view(at)["badges"])
     badges["judged"] = next(k.split()[1] for k in badges if k.startswith("judged"))
     return badges
 
@@ -80,8 +146,7 @@ def chart(at: AppTest, name: str) -> dict:
 
 
 def current_path(at: AppTest) -> list[tuple[float, float]]:
-    trace = next(t for t in chart(at, "steer_map")["data"] if str(t.get("name", "")).startswith("now:"))
-    return list(zip(values(trace["x"]), values(trace["y"])))
+    return [tuple(p) for p in shown_view(at)["path"]]
 
 
 def messages(at: AppTest) -> str:
@@ -93,13 +158,13 @@ def messages(at: AppTest) -> str:
 def test_steer_page_renders_text_numbers_and_plots(lab_env):
     at = run_app()
     no_exception(at)
-    assert continuation(at).startswith("**The movie was**")
+    assert continuation(at).startswith("The movie was")
     numbers = steer_numbers(at)
     assert numbers["judged"] in ("positive", "negative", "mixed")
     assert numbers["NFE of one solve"] == "4"  # euler, 4 steps: one field call per step
-    probs = values(chart(at, "steer_map")["data"][0]["x"])
+    probs = shown_view(at)["probs"]
     assert len(probs) == 10 and all(0 <= p <= 1 for p in probs)
-    assert sorted(probs) == probs  # most likely on top (plotly draws bottom-up)
+    assert sorted(probs, reverse=True) == probs  # most likely on top
     assert len(current_path(at)) == 33
     assert at.query_params["u"] == "0" and at.query_params["prompt"] == "The movie was"
 
@@ -108,7 +173,7 @@ def test_sentiment_slider_changes_text_and_trajectory(lab_env):
     at = run_app({"u": "-2"})
     no_exception(at)
     text_negative, path_negative = continuation(at), current_path(at)
-    at.slider(key="w_sentiment").set_value(2.0).run()
+    set_sentiment(at, 2.0)
     no_exception(at)
     text_positive, path_positive = continuation(at), current_path(at)
     assert text_positive != text_negative
@@ -116,7 +181,7 @@ def test_sentiment_slider_changes_text_and_trajectory(lab_env):
     assert path_positive[-1] != pytest.approx(path_negative[-1], abs=1e-6)
     assert at.query_params["u"] == "2"
     # dragging back gives the very same text: one seed for every u
-    at.slider(key="w_sentiment").set_value(-2.0).run()
+    set_sentiment(at, -2.0)
     assert continuation(at) == text_negative
 
 
@@ -139,7 +204,7 @@ def test_a_slider_step_finds_its_view_computed_ahead(lab_env, monkeypatch):
         time.sleep(0.05)  # the background worker computes both neighbours
     assert computed[0] == (0.5, 0.0) and {(0.55, 0.0), (0.45, 0.0)} <= set(computed)
     shown_ahead = computed.count((0.55, 0.0))
-    at.slider(key="w_sentiment").set_value(0.55).run()
+    set_sentiment(at, 0.55)
     no_exception(at)
     assert computed.count((0.55, 0.0)) == shown_ahead == 1  # served, not computed again
     assert at.query_params["u"] == "0.55"
@@ -149,12 +214,12 @@ def test_query_params_restore_the_state(lab_env):
     params = {"prompt": "The acting in this movie", "u": "1.25", "style": "-0.5", "solver": "rk4", "steps": "8"}
     at = run_app(params)
     no_exception(at)
-    assert at.slider(key="w_sentiment").value == 1.25
+    assert sentiment_shown(at) == 1.25
     assert at.slider(key="w_style").value == -0.5
     assert at.text_area(key="w_prompt").value == "The acting in this movie"
     assert at.selectbox(key="w_solver").value == "rk4"
     assert at.number_input(key="w_steps").value == 8
-    assert continuation(at).startswith("**The acting in this movie**")
+    assert continuation(at).startswith("The acting in this movie")
     assert steer_numbers(at)["NFE of one solve"] == "32"  # rk4: 4 calls × 8 steps
     assert not at.warning
     for key, value in params.items():
@@ -194,7 +259,7 @@ def test_bad_link_values_show_a_message(lab_env, params, expected):
 
 def test_out_of_range_u_is_clamped_onto_the_slider(lab_env):
     at = run_app({"u": "9.99"})
-    assert at.slider(key="w_sentiment").value == 2.0
+    assert sentiment_shown(at) == 2.0
     assert at.query_params["u"] == "2"
 
 
@@ -219,7 +284,7 @@ def test_empty_prompt_is_refused_without_computing(lab_env):
     at.text_area(key="w_prompt").input("").run()
     no_exception(at)
     assert "type a few words" in messages(at)
-    assert not at.get("plotly_chart") and not [m for m in at.markdown if m.value.startswith("**")]
+    assert not at.get("plotly_chart") and instant_component(at) is None
 
 
 def test_user_text_is_never_markup(lab_env):
@@ -227,17 +292,16 @@ def test_user_text_is_never_markup(lab_env):
     at = run_app({"prompt": nasty})
     at.slider(key="w_new_tokens").set_value(4).run()  # room in the small context for the whole prompt
     no_exception(at)
-    shown = continuation(at)
-    assert shown.startswith(r"**\<b\>x\</b\> \[a\]\(javascript\:b\) \*\*s\*\* \$x\$ \:\+1\:**")
-    unescaped = re.sub(r"\\.", "", shown)  # what is left once every escaped character is gone
-    assert unescaped.count("*") == 4 and not set("<>[]()$`:") & set(unescaped)  # only the bold markers
+    # the component sets it as text (textContent), never as HTML or markdown, so it arrives as typed
+    assert shown_view(at)["prompt"] == nasty
+    assert "innerHTML" not in instant_steer.JS and "insertAdjacentHTML" not in instant_steer.JS
 
 
 def test_example_prompt_pill_sets_the_prompt(lab_env):
     at = run_app()
     at.button_group(key="w_example").set_value("The ending").run()
     no_exception(at)
-    assert continuation(at).startswith("**The ending**")
+    assert continuation(at).startswith("The ending")
     assert at.query_params["prompt"] == "The ending"
 
 
@@ -360,7 +424,7 @@ def test_a_talk_link_opens_its_step_and_previous_goes_back(lab_env):
     assert dict(at.query_params) == {"talk": "paper-in-8-steps", "step": "2"}
     at.button(key="talk_prev").click().run()
     no_exception(at)
-    assert at.title[0].value == "Steer the flow" and at.slider(key="w_sentiment").value == -2.0
+    assert at.title[0].value == "Steer the flow" and sentiment_shown(at) == -2.0
     assert dict(at.query_params) == {"talk": "paper-in-8-steps", "step": "1"}
     assert at.button(key="talk_prev").disabled
 

@@ -317,3 +317,28 @@ def test_a_batch_started_for_one_session_runs_on_for_a_second_that_wanted_it_mea
     p.want([200], session="b")  # with no one wanting a running batch, it is cancelled
     p.want(range(300, 304), session="b")
     assert p.wait_idle()
+
+
+def test_wait_for_more_returns_as_values_arrive_and_at_once_when_nothing_is_coming():
+    gate = threading.Event()
+
+    def compute(key):
+        gate.wait(5)
+        return key * 10
+
+    p = Prefetcher(compute)
+    keys = [1, 2, 3]
+    assert p.wait_for_more(keys, have=0, timeout=5) == (0, False)  # nothing wanted: no wait
+    p.want(keys, session="a")
+    start = time.monotonic()
+    assert p.wait_for_more(keys, have=0, timeout=0.2) == (0, True)  # wanted but blocked: the timeout
+    assert time.monotonic() - start >= 0.15
+    gate.set()
+    got, _ = p.wait_for_more(keys, have=0, timeout=5)
+    assert 1 <= got <= 3
+    assert p.wait_idle(5)
+    start = time.monotonic()
+    assert p.wait_for_more(keys, have=3, timeout=5) == (3, False)  # all kept, nothing coming: no wait
+    assert time.monotonic() - start < 1
+    assert p.kept([3, 1, 7]) == {3: 30, 1: 10}
+    p.close()

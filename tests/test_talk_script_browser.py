@@ -5,18 +5,19 @@
 - assets/talks/paper-in-8-steps.json stepped through with PageDown (what presentation clickers
   send) and back with PageUp: each step shows its page and its state, with no exception;
 - presenter mode fits the screen on Steer at 1920x1080 and at 1280x720;
-- a chart's SVG button saves a 1920x1080 SVG, its camera a 1920x1080 PNG.
+- the Steer charts' SVG and PNG buttons save 1920x1080 slides; a plotly chart's camera a 1920x1080 PNG.
 
 Screenshots go to test-output/talk/ (git-ignored).
 """
 
 from __future__ import annotations
 
+import struct
 import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from browser_lab import ROOT, browser, lab_server, no_traceback, open_page, wait_until_idle
+from browser_lab import INSTANT, ROOT, browser, lab_server, no_traceback, open_page, wait_until_idle
 
 from steering import lab
 from steering import talk_scripts as talks
@@ -104,6 +105,9 @@ def test_page_down_steps_through_the_talk_in_presenter_mode(lab_url):
             assert query(link) == lab.to_query_params(step.state(presenter=True)), (k, link)
             if k == 1:
                 presenter_fits_and_charts_save_slides(page)
+            if k == 2:  # plotly charts: the camera saves a 1920x1080 PNG
+                options = page.evaluate("() => document.querySelector('.js-plotly-plot')._context.toImageButtonOptions")
+                assert options["format"] == "png" and (options["width"], options["height"]) == (1920, 1080)
             page.screenshot(path=str(SHOTS / f"step-{k}-{step.page}.png"))
             if k < n:
                 page.keyboard.press("PageDown")
@@ -114,29 +118,30 @@ def test_page_down_steps_through_the_talk_in_presenter_mode(lab_url):
 
 
 def presenter_fits_and_charts_save_slides(page):
-    """On the Steer step: no scrolling at 1920x1080 nor at 1280x720; the map's PNG and SVG are slides."""
+    """On the Steer step: no scrolling at 1920x1080 nor at 1280x720; the charts' PNG and SVG are slides."""
     scroll, inner, main_scroll, main_height = page.evaluate(FITS)
     assert scroll <= inner and main_scroll <= main_height + 1, (scroll, inner, main_scroll, main_height)
-    chart = ".st-key-steer_map .js-plotly-plot"
-    options = page.evaluate("(sel) => document.querySelector(sel)._context.toImageButtonOptions", chart)
-    assert options["format"] == "png" and (options["width"], options["height"]) == (1920, 1080)
-    page.hover(chart)
-    page.wait_for_selector(".st-key-steer_map .lab-svg-button", state="attached", timeout=10_000)
     with page.expect_download(timeout=60_000) as download:
-        page.locator(".st-key-steer_map .lab-svg-button").click()
+        page.locator(f"{INSTANT} button.save-svg").click()
     svg = download.value
-    assert svg.suggested_filename == "steering-steer_map.svg"
+    assert svg.suggested_filename == "steering-steer.svg"
     text = open(svg.path(), encoding="utf-8").read()
     assert text.lstrip().startswith("<svg") and 'width="1920"' in text and 'height="1080"' in text
-    assert page.evaluate("(sel) => document.querySelector(sel)._context.toImageButtonOptions.format", chart) == "png"
+    assert "polyline" in text and "Next token at u" in text  # the map's paths and the bars' title
+    with page.expect_download(timeout=60_000) as download:
+        page.locator(f"{INSTANT} button.save-png").click()
+    png = download.value
+    assert png.suggested_filename == "steering-steer.png"
+    head = open(png.path(), "rb").read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", head[16:24]) == (1920, 1080)
 
     page.set_viewport_size({"width": 1280, "height": 720})
     deadline = time.perf_counter() + 20
-    while True:  # the chart's box takes the height the smaller screen leaves it
+    while True:  # the charts take the height the smaller screen leaves them
         scroll, inner, main_scroll, main_height = page.evaluate(FITS)
         if (scroll <= inner and main_scroll <= main_height + 1) or time.perf_counter() > deadline:
             break
         time.sleep(0.2)
-    assert scroll <= inner and main_scroll <= main_height + 1, (scroll, inner, main_scroll, main_height)
     page.screenshot(path=str(SHOTS / "presenter-1280x720.png"))
+    assert scroll <= inner and main_scroll <= main_height + 1, (scroll, inner, main_scroll, main_height)
     page.set_viewport_size({"width": 1920, "height": 1080})
