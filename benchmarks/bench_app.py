@@ -6,7 +6,8 @@
   (continuation text shown and the map plotted) in a fresh browser profile, with an empty
   PCA cache (the worst case: the map is fitted during the first render);
 * slider step: from a key press on the sentiment slider (one step to a u never shown before)
-  to the map in the page showing the new path; median of `repeats`. Measured as the app runs
+  to the first frame with the map showing the new path, timed in the page (keydown to the
+  animation frame after the path changed; browser_lab.ARM_LATENCY); median of `repeats`. Measured as the app runs
   (after an input change it computes every slider position in the background, nearest first)
   and with that work-ahead off (STEERING_PREFETCH=0: every step computed while the user waits);
 * range: seconds from an input change (a new prompt typed in the sidebar) until the whole
@@ -42,11 +43,11 @@ from browser_lab import (  # noqa: E402
     browser,
     browser_sessions,
     change_prompt,
+    latency_seconds,
     move_sentiment,
     open_page,
-    press_sentiment,
+    press_and_arm,
     streamlit_server,
-    wait_for_maps,
     wait_for_steer_page,
     wait_until_idle,
 )
@@ -120,9 +121,9 @@ def _four_sessions(env: dict, repeats: int, sessions: int = 4) -> list[float]:
                     wait_until_idle(page)
                 times = []
                 for _ in range(repeats):
-                    pressed = [press_sentiment(page, "ArrowRight") for page in pages]
-                    changed = wait_for_maps(pages, [before for before, _ in pressed])
-                    times += [done - start for done, (_, start) in zip(changed, pressed)]
+                    for page in pages:  # each page times its own step (browser_lab.ARM_LATENCY)
+                        press_and_arm(page, "ArrowRight")
+                    times += [latency_seconds(page) for page in pages]
                     for page in pages:
                         wait_until_idle(page, quiet=0.3)
     return times

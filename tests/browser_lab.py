@@ -193,15 +193,48 @@ def wait_for_map_change(page, before: list | None, timeout: float = 60.0):
     )
 
 
-def move_sentiment(page, key: str, timeout: float = 60.0) -> float:
-    """Press a key on the sentiment slider; seconds until the map shows the new path."""
-    before = map_signature(page)
+# Measured in the page itself: from the key's keydown event to the first animation frame after the
+# map's current path changed (what the user sees), so the harness's own round trips (Playwright polling
+# several pages in turn) do not count
+ARM_LATENCY = f"""() => {{
+    const now = ({INSTANT_ROOT})().querySelector('polyline.now');
+    if (!window.__steerKeyListener) {{
+        window.__steerKeyListener = true;
+        document.addEventListener('keydown', () => {{ window.__steerKeyAt = performance.now(); }}, true);
+    }}
+    window.__steerKeyAt = null;
+    window.__steerLatency = null;
+    if (window.__steerObserver) window.__steerObserver.disconnect();
+    window.__steerObserver = new MutationObserver(() => {{
+        const t = window.__steerKeyAt;
+        if (t == null || window.__steerLatency != null) return;
+        requestAnimationFrame(() => {{ window.__steerLatency = performance.now() - t; }});
+    }});
+    window.__steerObserver.observe(now, {{attributes: true, attributeFilter: ['points']}});
+}}"""
+
+
+def press_and_arm(page, key: str):
+    """Arm the in-page latency probe and press a key on the sentiment slider."""
+    page.evaluate(ARM_LATENCY)
     slider = sentiment_slider(page)
     slider.focus()
-    start = time.perf_counter()
     page.keyboard.press(key)
+
+
+def latency_seconds(page, timeout: float = 60.0) -> float:
+    """Seconds from the last armed key press to the updated map, as the page measured them."""
+    page.wait_for_function("() => window.__steerLatency != null", timeout=timeout * 1000, polling=20)
+    return page.evaluate("() => window.__steerLatency") / 1000
+
+
+def move_sentiment(page, key: str, timeout: float = 60.0) -> float:
+    """Press a key on the sentiment slider; seconds until the map shows the new path (measured in the page)."""
+    before = map_signature(page)
+    press_and_arm(page, key)
+    seconds = latency_seconds(page, timeout)
     wait_for_map_change(page, before, timeout)
-    return time.perf_counter() - start
+    return seconds
 
 
 def open_page(page, url: str, timeout: float = 180.0):
@@ -220,29 +253,6 @@ def browser_sessions(count: int, width: int = 1600, height: int = 1000):
             yield [chromium.new_context(viewport={"width": width, "height": height}).new_page() for _ in range(count)]
         finally:
             chromium.close()
-
-
-def press_sentiment(page, key: str) -> tuple[list, float]:
-    """Press a key on the sentiment slider without waiting: (the map's signature before, the time of the press)."""
-    before = map_signature(page)
-    slider = sentiment_slider(page)
-    slider.focus()
-    start = time.perf_counter()
-    page.keyboard.press(key)
-    return before, start
-
-
-def wait_for_maps(pages, befores, timeout: float = 60.0) -> list[float]:
-    """Poll every page until its map differs from `befores`; the perf_counter time each one changed."""
-    changed = [None] * len(pages)
-    deadline = time.perf_counter() + timeout
-    while None in changed:
-        if time.perf_counter() > deadline:
-            raise TimeoutError("a page's map did not update")
-        for i, page in enumerate(pages):
-            if changed[i] is None and map_signature(page) != befores[i]:
-                changed[i] = time.perf_counter()
-    return changed
 
 
 def change_prompt(page, text: str):
