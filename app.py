@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import streamlit as st
 
@@ -82,12 +80,18 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
         label="Sentiment u₁  (− negative … + positive)",
         help_text=ui.SENTIMENT_HELP,
         pending=int(coming),
-        serial=time.monotonic_ns(),
+        serial=next_serial(),
         chart_height="380px",
         fit_screen=state.presenter,  # the charts take the height the screen leaves them
     )
     ui.instant_sentiment(payload)
     ui.sync_url("steer")
+
+
+def next_serial() -> int:
+    """A new number for each payload this session sends (the component asks again only on a new one)."""
+    st.session_state["steer_serial"] = st.session_state.get("steer_serial", 0) + 1
+    return st.session_state["steer_serial"]
 
 
 def instant_view_of(view: lab.SteerView) -> dict:

@@ -173,7 +173,9 @@ def test_sentiment_slider_changes_text_and_trajectory(lab_env):
     at = run_app({"u": "-2"})
     no_exception(at)
     text_negative, path_negative = continuation(at), current_path(at)
+    first_serial = instant(at)["serial"]
     set_sentiment(at, 2.0)
+    assert instant(at)["serial"] > first_serial  # each answer is new to the component (its polls key on it)
     no_exception(at)
     text_positive, path_positive = continuation(at), current_path(at)
     assert text_positive != text_negative
