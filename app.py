@@ -63,12 +63,11 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
         have, coming = views.wait_for_more(list(range_keys.values()), have, timeout=wait)
         if have > len(kept):
             kept = views.kept(range_keys.values())
-    shown = {u: kept.get(k) for u, k in range_keys.items()}
-    shown[state.sentiment] = view
+    kept[range_keys[state.sentiment]] = view
     pca = ui.pca_map(loaded)
     paths, us = reference_paths(pca, pca.key)
     payload = instant_payload(
-        {u: instant_view_of(v) for u, v in shown.items() if v is not None},
+        {u: instant_view_of(loaded.key, k, kept[k]) for u, k in range_keys.items() if k in kept},
         paths,
         us,
         state.sentiment,
@@ -94,7 +93,10 @@ def next_serial() -> int:
     return st.session_state["steer_serial"]
 
 
-def instant_view_of(view: lab.SteerView) -> dict:
+@st.cache_data(max_entries=8192, show_spinner=False)
+def instant_view_of(model_key: str, steer_key: tuple, _view: lab.SteerView) -> dict:
+    """A view as the component draws it, once per model and slider position (each poll resends them all)."""
+    view = _view
     judgement = view.judgement or judged(view.prompt_shown + view.continuation)
     return instant_view(
         view.prompt_shown,

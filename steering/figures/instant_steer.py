@@ -280,7 +280,8 @@ export default function (component) {
   // the server's position wins only when the server moved it (a URL, a talk step), not when it lags
   if (data.current !== st.serverCurrent) {
     st.serverCurrent = data.current;
-    if (st.shown === null || document.activeElement !== slider) slider.value = parseFloat(data.current);
+    // (inside the component's shadow root, document.activeElement is the host: ask the root)
+    if (st.shown === null || root.getRootNode().activeElement !== slider) slider.value = parseFloat(data.current);
   }
 
   function show(u) {
