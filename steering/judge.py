@@ -9,9 +9,10 @@ Sentiment
     <= -0.05 negative, anything between is neutral and counts as neither.
 Style
   * the same kind of classifier trained on the source column: P(IMDB review) >= 0.5 is
-    judged IMDB-like, else Rotten-Tomatoes-like. It keeps case and tells "word ." from
-    "word." (the corpus's RT blurbs are lower-cased with spaced punctuation, its IMDB
-    reviews are ordinary prose): that formatting is part of each source's style.
+    judged IMDB-like, else Rotten-Tomatoes-like. It keeps case. The RT blurbs ship
+    lower-cased with spaced punctuation and are normalised to prose at load time
+    (data.normalize_blurb), so it tells the sources apart by what they say and how they
+    say it, not by formatting (held-out accuracy 0.985; 0.999 when the formatting showed).
 
 The decision rules were fixed on principle (the classifier's own 0.5, VADER's published
 thresholds), before any model was evaluated with them.

@@ -18,8 +18,8 @@ NEGATIVE = [
     "Terrible acting, an awful script and no reason to watch it. Avoid this film.",
 ]
 RT_STYLE = [
-    "a gorgeous , witty and moving film that never forgets its heart .",
-    "the plot is thin , but the cast is charming and the jokes land .",
+    "A gorgeous, witty and moving film that never forgets its heart.",
+    "The plot is thin, but the cast is charming and the jokes land.",
 ]
 IMDB_STYLE = [
     "I watched this movie last night with my wife, and honestly I didn't expect much. But the story was great.",
@@ -55,11 +55,14 @@ def test_style_judge_tells_blurbs_from_reviews():
     assert judge.judge_style(RT_STYLE + IMDB_STYLE).tolist() == [-1, -1, 1, 1]
 
 
-def test_style_judge_sees_case_and_spaced_punctuation():
-    # the same words, once as the corpus writes RT blurbs and once as prose
-    assert judge.judge_style(
-        ["the plot is thin , but the cast is charming .", "The plot is thin, but the cast is charming."]
-    ).tolist() == [-1, 1]
+def test_style_judge_reads_the_normalised_blurbs_by_content_not_formatting():
+    # the blurbs are prose now (data.normalize_blurb): the judge tells the sources apart by what
+    # they say and how long they run, on held-out text of both
+    held = data.heldout_reviews()
+    for source, wanted in (("rotten_tomatoes", -1), ("imdb", 1)):
+        texts = [r.text for r in held if r.source == source][:200]
+        assert (judge.judge_style(texts) == wanted).mean() > 0.95, source
+    assert not any(" , " in r.text for r in held if r.source == "rotten_tomatoes")
 
 
 def test_sentiment_classifier_ignores_the_source_formatting():

@@ -102,3 +102,42 @@ def test_packed_rows_are_one_label_and_source():
         assert len(group) == 1
         label, source = groups[group.pop() - 10]
         assert tuple(control.tolist()) == data.Review("x", label, source).control
+
+
+def test_blurbs_are_normalised_to_prose_on_real_rows():
+    blurbs = {r.shipped_text: r.text for r in data.load_reviews() if r.source == "rotten_tomatoes"}
+    shipped = (
+        "it showcases carvey's talent for voices , but not nearly enough and not without taxing every drop "
+        "of one's patience to get to the good stuff ."
+    )
+    assert blurbs[shipped] == (
+        "It showcases carvey's talent for voices, but not nearly enough and not without "
+        "taxing every drop of one's patience to get to the good stuff."
+    )
+    quoted = next(k for k in blurbs if ' " ' in k and k.count('"') == 2)
+    assert '" ' not in blurbs[quoted].split('"')[0][-1:] and ' " ' not in blurbs[quoted]
+    assert (
+        data.normalize_blurb("it's a \" movie \" , i think -- and 'grandeur' shots . so ?")
+        == "It's a \"movie\", I think -- and 'grandeur' shots. So?"
+    )
+    spaced = sum(" , " in text or text.endswith(" .") for text in blurbs.values())
+    assert spaced == 0 and sum(text[0].isupper() for text in blurbs.values()) > 0.95 * len(blurbs)
+    imdb = next(r for r in data.load_reviews() if r.source == "imdb")
+    assert imdb.shipped_text == ""  # IMDB text is used as shipped
+
+
+def test_the_split_is_keyed_on_the_shipped_text():
+    import hashlib
+
+    train, heldout = data.split_reviews()
+    held_rt = [r for r in heldout if r.source == "rotten_tomatoes"]
+    assert held_rt and all(r.shipped_text and r.text != r.shipped_text for r in held_rt[:50])
+    # within each group the held-out reviews are those with the smallest hash of the shipped text
+    group = sorted(
+        (r for r in train + heldout if (r.label, r.source) == (1, "rotten_tomatoes")),
+        key=lambda r: hashlib.sha1(r.shipped_text.encode()).hexdigest(),
+    )
+    n_held = sum((r.label, r.source) == (1, "rotten_tomatoes") for r in heldout)
+    assert {r.text for r in group[:n_held]} == {
+        r.text for r in heldout if (r.label, r.source) == (1, "rotten_tomatoes")
+    }
