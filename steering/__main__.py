@@ -123,6 +123,14 @@ def _train_args(p):
     option(stage2, "stage2_steps", "N", "optimiser steps (0: none)", int)
     option(stage2, "stage2_lr", "LR", "peak lr")
     option(stage2, "stage2_tokens_per_batch", "N", "batch, run once per u copy", int)
+    stage2.add_argument(
+        "--stage2-beyond-only",
+        dest="stage2_beyond_only",
+        action="store_true",
+        default=None,
+        help="train only new directions for |u| > 1; u = 0 and ±1 keep stage 1's fit",
+    )
+    option(stage2, "beyond_positive_lr_scale", "S", "with it: the u > 1 directions' rate, a share of --stage2-lr")
 
     penalty = p.add_argument_group("penalties and contrast")
     option(penalty, "roughness_weight", "W", "α·F changing along the path")

@@ -41,6 +41,7 @@ class ModelConfig:
     field_norm: str = "layer"  # "layer": LayerNorm(H(τ)); "entry": normalised with H(0)'s statistics (ode.py)
     alpha_init: float = 0.1
     split_control: bool = False  # the field embeds u > 0 and u < 0 with separate weights (ode.py)
+    beyond_steering: bool = False  # |u| > 1 has its own share of the field's input (ode.py)
 
     def __post_init__(self):
         if self.arch not in ("hybrid", "discrete"):
@@ -151,11 +152,18 @@ class HybridODETransformer(_SandwichTransformer):
         self.field.reset_parameters()
         if cfg.split_control:
             self.field.split_control_embedding()
+        if cfg.beyond_steering:
+            self.field.add_beyond_steering()
 
     def split_control(self):
         """Give u's two signs their own embedding, each a copy of the shared one (the same outputs)."""
         self.field.split_control_embedding()
         self.config = replace(self.config, split_control=True)
+
+    def add_beyond_steering(self):
+        """Give |u| > 1 its own directions, zero at first (the same outputs)."""
+        self.field.add_beyond_steering()
+        self.config = replace(self.config, beyond_steering=True)
 
     @property
     def _n_mid_cached(self):

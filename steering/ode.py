@@ -113,6 +113,11 @@ class ControlledVectorField(nn.Module):
     sign of each axis moves the field along its own direction, so steering one way need
     not move the other side by the same amount (a linear e(u) ties e(-u) to -e(u)).
 
+    After add_beyond_steering, |u| beyond 1 adds its own share to the first layer's
+    pre-activation, B₊·max(u - 1, 0) + B₋·min(u + 1, 0), zero for |u| ≤ 1: u = ±1 keeps
+    meaning "a review with this label" (the data), while steering harder than the data
+    (|u| = 2) has directions of its own (docs/model-card.md, "What u means").
+
     Cached decoding (kv_cache, a dict from evaluation index to that evaluation's keys and
     values) is exact for fixed-step solvers: they evaluate the field at the same depths in
     the same order for every token, and a token's path does not depend on later tokens.
@@ -144,6 +149,8 @@ class ControlledVectorField(nn.Module):
         self.norm = nn.LayerNorm(d_model)
         self.control_embed = nn.Linear(control_dim, control_embed_dim, bias=False)
         self.control_embed_negative: nn.Linear | None = None  # W₋, once split
+        self.beyond_positive: nn.Linear | None = None  # B₊ and B₋, once added
+        self.beyond_negative: nn.Linear | None = None
         self.fc_in = nn.Linear(d_model + control_embed_dim + 1, hidden)
         self.fc_out = nn.Linear(hidden, d_model)
         self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
@@ -192,6 +199,15 @@ class ControlledVectorField(nn.Module):
             with torch.no_grad():
                 self.control_embed_negative.weight.copy_(self.control_embed.weight)
 
+    def add_beyond_steering(self):
+        """B₊ = B₋ = 0: the field is unchanged until training gives |u| > 1 directions of its own."""
+        if self.beyond_positive is None:
+            control_dim, hidden = self.control_embed.in_features, self.fc_in.out_features
+            self.beyond_positive = nn.Linear(control_dim, hidden, bias=False).to(self.fc_in.weight)
+            self.beyond_negative = nn.Linear(control_dim, hidden, bias=False).to(self.fc_in.weight)
+            nn.init.zeros_(self.beyond_positive.weight)
+            nn.init.zeros_(self.beyond_negative.weight)
+
     def embed_control(self, u: torch.Tensor) -> torch.Tensor:
         if self.control_embed_negative is None:
             return self.control_embed(u)
@@ -201,7 +217,12 @@ class ControlledVectorField(nn.Module):
         """The control's share of the first layer's pre-activation, [batch, 1, hidden]: fixed along τ."""
         d, e = self.norm.normalized_shape[0], self.control_embed.out_features
         w_u = self.fc_in.weight[:, d : d + e]
-        return F.linear(self.embed_control(u), w_u, self.fc_in.bias).unsqueeze(1)
+        features = F.linear(self.embed_control(u), w_u, self.fc_in.bias)
+        if self.beyond_positive is not None:
+            features = (
+                features + self.beyond_positive((u - 1).clamp_min(0)) + self.beyond_negative((u + 1).clamp_max(0))
+            )
+        return features.unsqueeze(1)
 
     def forward(
         self,

@@ -79,6 +79,12 @@ class TrainConfig:
     stage2_steps: int = 250
     stage2_lr: float = 1e-3
     stage2_tokens_per_batch: int = 2048  # stage 2 runs each batch once per control copy
+    # True: stage 2 adds directions for |u| > 1 (ode.py, add_beyond_steering) and trains only those, so
+    # u = 0 and u = ±1 keep stage 1's fit of the data and the contrast at |u| = contrast_u > 1 steers
+    stage2_beyond_only: bool = False
+    # with it: B₊'s rate as a share of stage2_lr (under Adam the loss weights do not set a parameter's step
+    # size, so this is how the positive side is steered more gently than the negative)
+    beyond_positive_lr_scale: float = 1.0
     # penalties and contrast
     roughness_weight: float = 2000.0  # penalty on α·F changing along the Euler path
     roughness_relative_to: str = "state"  # "state": |ΔF|²/|H(0)|²; "field": |ΔF|²/|F|² (blind to the field's size)
@@ -104,7 +110,8 @@ CONTRAST_SCALE = 3.0  # the class logit: 3 x the per-token mean log-likelihood d
 NEUTRAL_SHARE = 0.5  # the u = 0 fit's share of stage 2's LM term (the rest: at the window's own u)
 STAGE2_TRAINS = ("field.", "post.")  # the ODE block and the blocks after it; the rest stays frozen
 
-# Options removed in issue 26, each with the value that meant what the code now always does; an old
+# Options removed in issue 26 (and beyond_lm_weight, tried in issue 22), each with the value that meant
+# what the code now always does; an old
 # config.json holding one at that value (or, for the stage-2 overrides, at stage 1's value) loads silently.
 REMOVED_OPTIONS: dict[str, object] = {
     "stage2_start_prob": None,
@@ -126,6 +133,7 @@ REMOVED_OPTIONS: dict[str, object] = {
     "stage2_control_lr_scale": 1.0,
     "neighbor_drop": 0.0,
     "stage2_trains": "field+post",
+    "beyond_lm_weight": 0.0,
 }
 _SAME_AS = {
     "stage2_start_prob": "start_prob",
@@ -453,14 +461,19 @@ def _grad_norm(params) -> float:
     return float(torch.stack(norms).norm()) if norms else 0.0
 
 
-def _make_optimizer(model, lr: float, weight_decay: float):
-    """AdamW over the trainable parameters; matrices decay, vectors and α do not."""
+def _make_optimizer(model, lr: float, weight_decay: float, lr_scales: dict | None = None):
+    """AdamW over the trainable parameters; matrices decay, vectors and α do not. lr_scales maps a
+    parameter to its rate as a share of lr (the group's "lr_scale")."""
+    lr_scales = lr_scales or {}
     groups = {}
     for p in model.parameters():
         if p.requires_grad:
-            groups.setdefault(weight_decay if p.dim() >= 2 else 0.0, []).append(p)
+            scale = next((v for k, v in lr_scales.items() if k is p), 1.0)
+            groups.setdefault((weight_decay if p.dim() >= 2 else 0.0, scale), []).append(p)
     return torch.optim.AdamW(
-        [{"params": ps, "weight_decay": decay} for decay, ps in groups.items()], lr=lr, betas=(0.9, 0.95)
+        [{"params": ps, "weight_decay": decay, "lr_scale": scale} for (decay, scale), ps in groups.items()],
+        lr=lr,
+        betas=(0.9, 0.95),
     )
 
 
@@ -471,10 +484,12 @@ def _lr_at(step: int, total: int, base: float, warmup: int) -> float:
     return base * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
 
 
-def _freeze_for_stage2(model):
-    """Embeddings, head and the blocks before the ODE stay fixed; the field and the blocks after it train."""
+def _freeze_for_stage2(model, beyond_only: bool = False):
+    """Embeddings, head and the blocks before the ODE stay fixed; the field and the blocks after it train
+    (beyond_only: only the field's directions for |u| > 1 train)."""
+    trains = ("field.beyond_",) if beyond_only else STAGE2_TRAINS
     for name, p in model.named_parameters():
-        p.requires_grad = name.startswith(STAGE2_TRAINS)
+        p.requires_grad = name.startswith(trains)
 
 
 def train(cfg: TrainConfig, progress: bool = True) -> Path:
@@ -523,11 +538,17 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         if stage < start_stage:
             continue
         if stage == 2:
-            _freeze_for_stage2(model)
+            if cfg.stage2_beyond_only:
+                model.add_beyond_steering()
+                model.to(device)
+            _freeze_for_stage2(model, cfg.stage2_beyond_only)
             sampler.tokens_per_batch = cfg.stage2_tokens_per_batch
         if not cfg.train_alpha and hasattr(model, "field"):
             model.field.alpha.requires_grad_(False)
-        opt = _make_optimizer(model, lr, cfg.weight_decay if stage == 1 else 0.0)
+        scales = {}
+        if stage == 2 and cfg.stage2_beyond_only:
+            scales = {model.field.beyond_positive.weight: cfg.beyond_positive_lr_scale}
+        opt = _make_optimizer(model, lr, cfg.weight_decay if stage == 1 else 0.0, scales)
         if saved is not None and stage == start_stage:
             meta = _load_state(saved, model, opt, sampler_gen)
             start_step, history = meta["step"], deque(meta["grad_history"], maxlen=200)
@@ -554,7 +575,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             t0 = time.perf_counter()
             base_lr = _lr_at(step, n_steps, lr, cfg.warmup if stage == 1 else cfg.warmup // 4)
             for group in opt.param_groups:
-                group["lr"] = base_lr
+                group["lr"] = base_lr * group.get("lr_scale", 1.0)
             x, y, u, n_tokens = sampler.sample()
             x, y, u = x.to(device), y.to(device), u.to(device)
             loss, parts = loss_fn(wrapped, x, y, u, stage_cfg)

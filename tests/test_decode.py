@@ -140,3 +140,20 @@ def test_a_sequence_past_the_context_is_refused_on_both_paths(small_entry_hybrid
     for fast in (True, False):
         with pytest.raises(ValueError, match="exceeds the context"):
             sample_tokens(small_entry_hybrid, list(range(1, size)), torch.zeros(1, 2), 3, sampling=GREEDY, fast=fast)
+
+
+def test_fast_decoding_steers_beyond_one_as_the_general_path_does(small_entry_hybrid):
+    """With directions for |u| > 1 (ode.add_beyond_steering), u = 2 takes them on both paths."""
+    model = small_entry_hybrid
+    model.add_beyond_steering()
+    with torch.no_grad():
+        model.field.beyond_positive.weight.normal_(std=2.0)
+        model.field.beyond_negative.weight.normal_(std=2.0)
+    for u in ((2.0, 0.0), (-2.0, 1.5)):
+        fast, general, _, _ = _both(model, SolverConfig(), GREEDY, new=25, u=u)
+        assert torch.equal(fast, general)
+    idx = torch.randint(0, model.config.vocab_size, (1, 10), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        at_two = model(idx, torch.tensor([[2.0, 0.0]]))[0]
+        model.field.beyond_positive.weight.zero_()
+        assert not torch.allclose(model(idx, torch.tensor([[2.0, 0.0]]))[0], at_two, atol=1e-4)

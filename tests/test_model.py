@@ -122,24 +122,53 @@ def test_split_control_starts_equal_then_lets_each_sign_move_alone(small_hybrid)
     assert not torch.allclose(after[1], before[1], atol=1e-4)  # row 1's sentiment is negative
 
 
-def test_split_control_checkpoint_round_trip(small_hybrid, tmp_path):
+def _saved_and_rebuilt(model, folder):
+    """model saved as a float32 checkpoint, then built again from its files: (config dict, model in eval mode)."""
+    from safetensors.torch import load_file
+
     from steering.checkpoint import save_checkpoint
+    from steering.model import build_model
+
+    save_checkpoint(model, folder, dtype=torch.float32)
+    loaded = json.loads((folder / "config.json").read_text())
+    rebuilt = build_model(ModelConfig.from_dict(loaded["model"]))
+    rebuilt.load_state_dict(load_file(str(folder / "model.safetensors")))
+    return loaded, rebuilt.eval()
+
+
+def test_split_control_checkpoint_round_trip(small_hybrid, tmp_path):
 
     small_hybrid.split_control()
     with torch.no_grad():
         small_hybrid.field.control_embed_negative.weight.mul_(2.0)
     x = torch.randint(1, small_hybrid.config.vocab_size, (2, 7))
     u = torch.tensor([[-1.0, 0.0], [1.0, 0.0]])
-    save_checkpoint(small_hybrid, tmp_path, dtype=torch.float32)
-    loaded = json.loads((tmp_path / "config.json").read_text())
+    loaded, rebuilt = _saved_and_rebuilt(small_hybrid, tmp_path)
     assert loaded["model"]["split_control"] is True
-    from safetensors.torch import load_file
-
-    from steering.model import build_model
-
-    rebuilt = build_model(ModelConfig.from_dict(loaded["model"]))
-    rebuilt.load_state_dict(load_file(str(tmp_path / "model.safetensors")))
-    rebuilt.eval()
     small_hybrid.eval()
     with torch.no_grad():
         assert torch.allclose(rebuilt(x, u)[0], small_hybrid(x, u)[0], atol=1e-5)
+
+
+def test_beyond_steering_changes_nothing_until_trained_then_only_beyond_one(small_hybrid, tmp_path):
+    """add_beyond_steering keeps every output; trained, it moves |u| > 1 and leaves |u| <= 1 as it was."""
+
+    torch.manual_seed(7)
+    x = torch.randint(1, small_hybrid.config.vocab_size, (5, 9))
+    inside = torch.tensor([[1.0, -1.0], [-1.0, 0.5], [0.0, 0.0], [0.3, 1.0], [-0.7, -0.2]])
+    beyond = torch.tensor([[2.0, 0.0], [-2.0, 0.0], [0.0, 1.5], [0.0, -3.0], [1.2, -1.2]])
+    with torch.no_grad():
+        before_inside, before_beyond = small_hybrid(x, inside)[0], small_hybrid(x, beyond)[0]
+        small_hybrid.add_beyond_steering()
+        assert small_hybrid.config.beyond_steering
+        assert torch.allclose(small_hybrid(x, beyond)[0], before_beyond, atol=1e-6)
+        small_hybrid.field.beyond_positive.weight.normal_()
+        small_hybrid.field.beyond_negative.weight.normal_()
+        assert torch.allclose(small_hybrid(x, inside)[0], before_inside, atol=1e-6)
+        after_beyond = small_hybrid(x, beyond)[0]
+    for row in range(len(beyond)):  # every row has one axis beyond ±1, on either side
+        assert not torch.allclose(after_beyond[row], before_beyond[row], atol=1e-4), row
+    loaded, rebuilt = _saved_and_rebuilt(small_hybrid, tmp_path)
+    assert loaded["model"]["beyond_steering"] is True
+    with torch.no_grad():
+        assert torch.allclose(rebuilt(x, beyond)[0], after_beyond, atol=1e-5)

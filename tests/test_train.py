@@ -456,19 +456,18 @@ def test_old_configs_load_and_one_warning_names_the_removed_options_that_mattere
 
     from steering.train import REMOVED_OPTIONS, RemovedOptionWarning, train_config_from_dict
 
-    shipped = {
-        arch: json.loads((ROOT / "assets" / arch / "config.json").read_text())["meta"]["train"]
-        for arch in ("hybrid", "discrete")
-    }
-    assert set(REMOVED_OPTIONS) <= set(shipped["hybrid"])  # written before the options went
+    # the previous shipped pair's records (tests/data) and the flagship's, written before the options went
+    shipped = json.loads((ROOT / "tests" / "data" / "previous_pair_train_options.json").read_text())
+    flagship_run = json.loads((ROOT / "assets" / "hybrid" / "config.json").read_text())["meta"]["train"]
+    assert set(REMOVED_OPTIONS) <= set(shipped["hybrid"]) | set(flagship_run)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every removed option there is at the value the code now always uses
-        for train_options in shipped.values():
+        for train_options in (*shipped.values(), flagship_run):
             train_config_from_dict(train_options)
         # the flagship run, started before, writes every field of then: its removed options at their defaults
         flagship = make_config("demo", d_model=384, n_heads=6, steps=2800, contrast_u=2.0, bf16=True, resume=True)
         written = {**shipped["hybrid"], **asdict(flagship)}
-        assert set(written) == set(asdict(flagship)) | set(REMOVED_OPTIONS)
+        assert set(written) == set(asdict(flagship)) | (set(REMOVED_OPTIONS) & set(shipped["hybrid"]))
         assert train_config_from_dict(written) == flagship
     config = json.loads((small_checkpoint / "config.json").read_text())
     config["meta"] = {
@@ -501,3 +500,44 @@ def test_train_help_is_a_short_manual_in_groups(monkeypatch, capsys):
     assert len(text.splitlines()) <= 80, len(text.splitlines())
     titles = ["run control:", "model:", "data:", "stage 1:", "stage 2 (hybrid):", "penalties and contrast:"]
     assert [line for line in text.splitlines() if line in titles] == titles
+
+
+def test_stage2_beyond_only_keeps_stage1s_fit_and_trains_directions_beyond_one(tiny_run, tmp_path):
+    """Forked from stage 1's end state: every stage-1 weight is unchanged, so u = 0 and u = ±1 keep
+    stage 1's fit; the new |u| > 1 directions moved, each side at its own rate."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    out = tmp_path / "beyond"
+    shutil.copytree(tiny_run / "stage1_end", out / "resume")
+    cfg = json.loads((tiny_run / "config.json").read_text())["meta"]["train"]
+    train(
+        make_config(
+            "tiny",
+            out=str(out),
+            resume=True,
+            steps=cfg["steps"],
+            stage2_steps=6,
+            stage2_beyond_only=True,
+            beyond_positive_lr_scale=0.0,  # B₊ held: only the negative side's directions move
+            contrast_u=2.0,
+            tokenizer=str(tiny_run / "tokenizer.json"),
+        ),
+        progress=False,
+    )
+    stage1 = {
+        k[len("model.") :]: v
+        for k, v in load_file(str(tiny_run / "stage1_end" / "state.safetensors")).items()
+        if k.startswith("model.")
+    }
+    model, _, config = load_checkpoint(out)
+    assert config["model"]["beyond_steering"] is True
+    for name, value in model.state_dict().items():
+        if name.startswith("field.beyond_negative"):
+            assert value.abs().max() > 0, name
+        elif name.startswith("field.beyond_positive"):
+            assert value.abs().max() == 0, name  # its rate was scaled to 0
+        else:
+            assert torch.equal(value, stage1[name].half().float()), f"{name} must keep its stage-1 value"
+    assert read_log(out)[-1]["stage"] == 2
