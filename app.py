@@ -125,6 +125,7 @@ def steer():
     pca = ui.pca_map(loaded)
     _, us = reference_paths(pca, pca.key)
     st.caption(
+        "u₁ = ±1 asks for a positive / negative review as in the data, u₁ = ±2 for an exaggerated one. "
         f"Same seed ({int(seed)}) at every u, so only the control changes the text; sampled with "
         f"{solver.label()}. In the map, thin lines: the reference prompt {pca.reference[0].name!r} at u = "
         f"{', '.join(f'{u:+g}' for u in us)}; thick: your prompt now."

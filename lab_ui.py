@@ -368,13 +368,13 @@ bind = _bind  # for a page's own widget that is part of the link's state (the ma
 
 
 SENTIMENT_HELP = (
-    "u₁ > 0 steers toward a positive review, u₁ < 0 toward a negative one; 0: no preference. "
-    "Larger |u₁| steers harder; far beyond the |u| the model was trained at (docs/model-card.md) "
-    "the text turns to caricature."
+    "u₁ = +1: a positive review, as in the training data; u₁ = −1: a negative one; 0: no preference. "
+    "|u₁| between 1 and 2 exaggerates the sentiment (the model learned strong steering at ±1.65; ±2 extends it); "
+    "beyond 2 the text turns to caricature."
 )
 STYLE_HELP = (
-    "u₂ < 0 steers toward a Rotten Tomatoes critic's blurb, u₂ > 0 toward an IMDB user review; "
-    "0: either. Larger |u₂| exaggerates the source's manner."
+    "u₂ = −1: a Rotten Tomatoes critic's blurb, as in the data; u₂ = +1: an IMDB user review; 0: either. "
+    "|u₂| between 1 and 2 exaggerates the source's manner."
 )
 
 

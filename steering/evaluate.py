@@ -247,8 +247,19 @@ def _fraction(values: np.ndarray, wanted: int) -> float:
     return float((np.asarray(values) == wanted).mean())
 
 
+STRONG_STEER_U = 2.0  # the far end of the lab's sliders (steering/lab.py U_MAX)
+
+
 def trained_steer_u(config: dict) -> float:
-    """The |u| a checkpoint's stage 2 taught steering at (its contrast_u; 1 before that option)."""
+    """The |u| a checkpoint's steering is judged at by default.
+
+    A model with directions of its own beyond |u| = 1 (beyond_steering) is judged at the sliders'
+    far end, |u| = 2, wherever its stage 2 put the contrast: those directions grow linearly with
+    |u| - 1, and |u| = 2 is as hard as the lab steers. Any other model is judged where its stage 2
+    contrasted (contrast_u; 1 before that option).
+    """
+    if config.get("model", {}).get("beyond_steering"):
+        return STRONG_STEER_U
     return float(config.get("meta", {}).get("train", {}).get("contrast_u", 1.0))
 
 
@@ -318,11 +329,16 @@ def evaluate(
     report["repeated_trigram_rate"] = repeated_trigram_rate(
         [text for k in gens.continuations for text in gens.continuations[k]]
     )
-    steered = torch.cat([gens.tokens["positive"], gens.tokens["negative"]])
-    ppl_steered = continuation_perplexity(hybrid, prompts + prompts, steered)
-    ppl_own = continuation_perplexity(hybrid, prompts, gens.tokens["neutral"])
-    report["ppl_ratio_steered"] = ppl_steered / ppl_own
+    report["ppl_ratio_steered"] = steered_perplexity_ratio(hybrid, prompts, gens)
     return {k: report[k] for k in KEYS}
+
+
+def steered_perplexity_ratio(model, prompts: list[list[int]], gens: PromptGenerations) -> float:
+    """Both sentiment sides' generations pooled, their perplexity under the model at u = 0 over
+    that of the u = 0 generations: what steering costs in fluency."""
+    steered = torch.cat([gens.tokens["positive"], gens.tokens["negative"]])
+    ppl_steered = continuation_perplexity(model, prompts + prompts, steered)
+    return ppl_steered / continuation_perplexity(model, prompts, gens.tokens["neutral"])
 
 
 # ---------------------------------------------------------------- choosing the sampler's defaults
@@ -330,12 +346,15 @@ def evaluate(
 SAMPLING_GRID = {
     "T0.8 k40 (before)": Sampling(temperature=0.8, top_k=40),
     "T0.7 k40": Sampling(temperature=0.7, top_k=40),
-    "T0.8 p0.9": Sampling(temperature=0.8, top_k=None, top_p=0.9),
+    "T0.6 k40": Sampling(temperature=0.6, top_k=40),
+    "T0.7 k20": Sampling(temperature=0.7, top_k=20),
     "T0.8 k40 ngram3": Sampling(temperature=0.8, top_k=40, no_repeat_ngram=3),
-    "T0.8 k40 rep1.2": Sampling(temperature=0.8, top_k=40, repetition_penalty=1.2),
-    "T0.7 k40 ngram3": Sampling(temperature=0.7, top_k=40, no_repeat_ngram=3),
-    "T0.7 p0.9 ngram3": Sampling(temperature=0.7, top_k=None, top_p=0.9, no_repeat_ngram=3),
     "T0.7 k40 rep1.1 ngram3": Sampling(temperature=0.7, top_k=40, repetition_penalty=1.1, no_repeat_ngram=3),
+    "T0.7 k20 rep1.1 ngram3": Sampling(temperature=0.7, top_k=20, repetition_penalty=1.1, no_repeat_ngram=3),
+    "T0.5 k40 rep1.1 ngram3": Sampling(temperature=0.5, top_k=40, repetition_penalty=1.1, no_repeat_ngram=3),
+    "T0.6 k20 rep1.1 ngram3": Sampling(temperature=0.6, top_k=20, repetition_penalty=1.1, no_repeat_ngram=3),
+    "T0.5 k20 rep1.1 ngram3": Sampling(temperature=0.5, top_k=20, repetition_penalty=1.1, no_repeat_ngram=3),
+    "T0.5 k10 rep1.1 ngram3 (now)": Sampling(temperature=0.5, top_k=10, repetition_penalty=1.1, no_repeat_ngram=3),
 }
 
 
@@ -369,11 +388,13 @@ def sampling_sweep(
     steer_u = trained_steer_u(config) if steer_u is None else float(steer_u)
     prompts = heldout_prompts(tok, n_prompts)
     return {
-        name: judge_generations(
-            tok, generate_for_prompts(model, tok, prompts, steering_settings(steer_u), sampling=sampling)
-        )
-        for name, sampling in grid.items()
+        name: _judged_with_perplexity(model, tok, prompts, steer_u, sampling) for name, sampling in grid.items()
     }
+
+
+def _judged_with_perplexity(model, tok, prompts, steer_u: float, sampling: Sampling) -> dict:
+    gens = generate_for_prompts(model, tok, prompts, steering_settings(steer_u), sampling=sampling)
+    return {**judge_generations(tok, gens), "ppl_ratio_steered": steered_perplexity_ratio(model, prompts, gens)}
 
 
 def format_table(report: dict, seconds: float | None = None) -> str:

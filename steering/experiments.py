@@ -39,6 +39,7 @@ PROMPT = "The movie was"
 TARGETS = (" good", " bad")
 FLUENCY_BUDGET = 1.5  # the evaluation's bar for the fluency cost of steering (ppl ratio <= 1.5)
 
+PAPER_PROBE_U = {"probe_pos": "+1", "probe_neg": "-1", "probe_zero": "0"}  # where the paper probed
 PAPER = {
     "final_loss": "6.449 vs 6.471",
     "grad_norm": "0.509 ± 0.142 vs 0.521 ± 0.140",
@@ -531,6 +532,7 @@ def run_experiments(
     results["evaluate"] = report
     results["steering"] = {
         "probe": probe_table(report),
+        "steer_u": report["steer_u"],
         **{
             k: report[k]
             for k in (
@@ -633,13 +635,15 @@ def table_rows(r: dict) -> list[dict]:
             "all parameters, tied head counted once",
         ),
     ]
-    for label, key in (("+1", "probe_pos"), ("-1", "probe_neg"), ("0", "probe_zero")):
+    # the paper probes at u = ±1; ours is judged at ±steer_u (evaluate.trained_steer_u), the |u| it steers hard at
+    su = st_.get("steer_u", 1.0)
+    for label, key in ((f"{su:+g}", "probe_pos"), (f"{-su:+g}", "probe_neg"), ("0", "probe_zero")):
         p = probe[label]
         rows.append(
             (
                 "2 Steering",
-                f"probe u = {label}: {PAPER[key]}",
-                f"P(good) {100 * p['p_good']:.1f}%, P(bad) {100 * p['p_bad']:.1f}% "
+                f"probe u = {PAPER_PROBE_U[key]}: {PAPER[key]}",
+                f"at u = {label}: P(good) {100 * p['p_good']:.1f}%, P(bad) {100 * p['p_bad']:.1f}% "
                 f"(good among the two: {100 * p['relative_good']:.1f}%)",
                 f"'{PROMPT}' + word, whole-word probability (chain rule over its tokens), Euler 4",
             )
@@ -648,15 +652,15 @@ def table_rows(r: dict) -> list[dict]:
         (
             "2 Steering",
             f"judged generations: {PAPER['judged']}",
-            f"u=+1 positive {100 * st_['steer_pos_clf']:.0f}% (VADER {100 * st_['steer_pos_vader']:.0f}%); "
-            f"u=-1 negative {100 * st_['steer_neg_clf']:.0f}% (VADER {100 * st_['steer_neg_vader']:.0f}%); "
+            f"u={su:+g} positive {100 * st_['steer_pos_clf']:.0f}% (VADER {100 * st_['steer_pos_vader']:.0f}%); "
+            f"u={-su:+g} negative {100 * st_['steer_neg_clf']:.0f}% (VADER {100 * st_['steer_neg_vader']:.0f}%); "
             f"u=0 positive {100 * st_['steer_neutral_pos_clf']:.0f}%",
             f"{st_['prompts']} held-out prompts × 40 sampled tokens; TF-IDF+LR judge and VADER on the continuation",
         ),
         (
             "2 Steering",
             "style control (not in the paper)",
-            f"u₂=-1 judged RT {100 * st_['style_rt_acc']:.0f}%, u₂=+1 judged IMDB {100 * st_['style_imdb_acc']:.0f}%",
+            f"u₂={-su:+g} judged RT {100 * st_['style_rt_acc']:.0f}%, u₂={su:+g} judged IMDB {100 * st_['style_imdb_acc']:.0f}%",
             "style judge (TF-IDF+LR on the source column)",
         ),
         (

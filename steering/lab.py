@@ -455,7 +455,7 @@ def compute_steer_view(
     *,
     seed: int = 0,
     max_new_tokens: int = 24,
-    temperature: float = 0.8,
+    temperature: float | None = None,  # None: the sampler's default (generate.DEFAULT_SAMPLING)
     top_k: int = 10,
     n_tau: int = 33,
     cancelled=None,
@@ -495,7 +495,7 @@ def compute_steer_view(
         control[0],
         control[1],
         max_new_tokens=max_new_tokens,
-        temperature=temperature,
+        **({} if temperature is None else {"temperature": temperature}),
         seed=seed,
         solver=solver,
     )[0]
@@ -527,7 +527,7 @@ def compute_steer_views(
     *,
     seed: int = 0,
     max_new_tokens: int = 24,
-    temperature: float = 0.8,
+    temperature: float | None = None,  # None: the sampler's default (generate.DEFAULT_SAMPLING)
     top_k: int = 10,
     n_tau: int = 33,
     cancelled=None,
@@ -578,7 +578,7 @@ def compute_steer_views(
     check_sampling_args(max_new_tokens, block_size)
     u = validate_control([list(c) for c in controls])
     rows = len(controls)
-    sampling = _replace(DEFAULT_SAMPLING, temperature=temperature)
+    sampling = DEFAULT_SAMPLING if temperature is None else _replace(DEFAULT_SAMPLING, temperature=temperature)
     ids, notice = prompt_ids(tok, prompt, block_size, max_new_tokens)
     first_logits = []
     new, nfe = fast_sample_tokens(

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 import torch
 
-from steering import data, evaluate
+from steering import data, evaluate, lab
 from steering.__main__ import main
 from steering.checkpoint import load_checkpoint, read_log
 from steering.generate import GREEDY, sample_tokens
@@ -184,6 +184,9 @@ def test_steering_is_judged_at_steer_u(tiny_trained_pair):
     assert evaluate.steering_settings(2.0)["imdb"] == (0.0, 2.0)
     assert evaluate.trained_steer_u({"meta": {"train": {"contrast_u": 1.5}}}) == 1.5
     assert evaluate.trained_steer_u({"meta": {}}) == 1.0
+    # directions of its own beyond |u| = 1: judged at the sliders' far end, wherever it contrasted
+    beyond = {"model": {"beyond_steering": True}, "meta": {"train": {"contrast_u": 1.7}}}
+    assert evaluate.trained_steer_u(beyond) == evaluate.STRONG_STEER_U == lab.U_MAX
 
 
 def test_sampling_sweep_judges_each_sampler_on_the_same_prompts(tiny_trained_pair, capsys, monkeypatch):
@@ -206,8 +209,10 @@ def test_sampling_sweep_judges_each_sampler_on_the_same_prompts(tiny_trained_pai
             "style_imdb_acc",
             "valid_word_rate",
             "repeated_trigram_rate",
+            "ppl_ratio_steered",
         }
-        assert all(0.0 <= v <= 1.0 for v in row.values())
+        assert all(0.0 <= v <= 1.0 for k, v in row.items() if k != "ppl_ratio_steered")
+        assert row["ppl_ratio_steered"] > 0
     monkeypatch.setattr(evaluate, "SAMPLING_GRID", {"only": Sampling(temperature=0.7, top_k=40)})
     assert main(["sampling", "--checkpoint", str(hybrid), "--prompts", "2", "--json"]) == 0
     assert list(json.loads(capsys.readouterr().out)) == ["only"]

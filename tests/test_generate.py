@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from steering.generate import filter_logits, generate
+from steering.generate import GREEDY, filter_logits, generate
 from steering.ode import SolverConfig
 
 
@@ -117,7 +117,7 @@ def test_no_repeat_ngram_bans_every_token_that_would_repeat_an_ngram(small_hybri
     from steering.generate import Sampling
 
     # greedy decoding of a random model loops; the ban must break every repeated token trigram
-    plain = generate(small_hybrid, small_tokenizer, "the the the", max_new_tokens=30, temperature=0.0)[0]
+    plain = generate(small_hybrid, small_tokenizer, "the the the", max_new_tokens=30, sampling=GREEDY)[0]
     banned = generate(
         small_hybrid,
         small_tokenizer,

@@ -31,7 +31,6 @@ def _general_view(model, tok, pca, prompt, control, solver, max_new_tokens):
         control[0],
         control[1],
         max_new_tokens=max_new_tokens,
-        temperature=0.8,
         seed=0,
         solver=solver,
         fast=False,
