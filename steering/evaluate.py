@@ -387,9 +387,7 @@ def sampling_sweep(
     model, tok, config = load_checkpoint(checkpoint)
     steer_u = trained_steer_u(config) if steer_u is None else float(steer_u)
     prompts = heldout_prompts(tok, n_prompts)
-    return {
-        name: _judged_with_perplexity(model, tok, prompts, steer_u, sampling) for name, sampling in grid.items()
-    }
+    return {name: _judged_with_perplexity(model, tok, prompts, steer_u, sampling) for name, sampling in grid.items()}
 
 
 def _judged_with_perplexity(model, tok, prompts, steer_u: float, sampling: Sampling) -> dict:

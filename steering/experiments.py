@@ -660,7 +660,8 @@ def table_rows(r: dict) -> list[dict]:
         (
             "2 Steering",
             "style control (not in the paper)",
-            f"u₂={-su:+g} judged RT {100 * st_['style_rt_acc']:.0f}%, u₂={su:+g} judged IMDB {100 * st_['style_imdb_acc']:.0f}%",
+            f"u₂={-su:+g} judged RT {100 * st_['style_rt_acc']:.0f}%, "
+            f"u₂={su:+g} judged IMDB {100 * st_['style_imdb_acc']:.0f}%",
             "style judge (TF-IDF+LR on the source column)",
         ),
         (
