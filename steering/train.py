@@ -111,8 +111,8 @@ NEUTRAL_SHARE = 0.5  # the u = 0 fit's share of stage 2's LM term (the rest: at 
 STAGE2_TRAINS = ("field.", "post.")  # the ODE block and the blocks after it; the rest stays frozen
 
 # Options removed in issue 26 (and beyond_lm_weight, tried in issue 22), each with the value that meant
-# what the code now always does; an old
-# config.json holding one at that value (or, for the stage-2 overrides, at stage 1's value) loads silently.
+# what the code now always does; an old config.json holding one at that value (or, for the stage-2
+# overrides, at stage 1's value) loads silently.
 REMOVED_OPTIONS: dict[str, object] = {
     "stage2_start_prob": None,
     "stage2_rt_fraction": None,
