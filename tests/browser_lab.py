@@ -195,22 +195,39 @@ def wait_for_map_change(page, before: list | None, timeout: float = 60.0):
 
 # Measured in the page itself: from the key's keydown event to the first animation frame after the
 # map's current path changed (what the user sees), so the harness's own round trips (Playwright polling
-# several pages in turn) do not count
+# several pages in turn) do not count. The observer watches the whole component, not the path element:
+# a payload that changes the map's size redraws the backdrop and replaces that element, and an observer
+# on the old one then never fired (bench_app stopped with "no frame in 60 s" about one run in three)
 ARM_LATENCY = f"""() => {{
-    const now = ({INSTANT_ROOT})().querySelector('polyline.now');
+    const root = ({INSTANT_ROOT})();
+    const signature = () => {{
+        const now = root.querySelector('polyline.now');
+        return now ? now.dataset.u + ' ' + now.getAttribute('points') : null;
+    }};
     if (!window.__steerKeyListener) {{
         window.__steerKeyListener = true;
         document.addEventListener('keydown', () => {{ window.__steerKeyAt = performance.now(); }}, true);
     }}
     window.__steerKeyAt = null;
     window.__steerLatency = null;
+    const before = signature();
     if (window.__steerObserver) window.__steerObserver.disconnect();
     window.__steerObserver = new MutationObserver(() => {{
         const t = window.__steerKeyAt;
-        if (t == null || window.__steerLatency != null) return;
+        if (t == null || window.__steerLatency != null || signature() === before) return;
         requestAnimationFrame(() => {{ window.__steerLatency = performance.now() - t; }});
     }});
-    window.__steerObserver.observe(now, {{attributes: true, attributeFilter: ['points']}});
+    window.__steerObserver.observe(root, {{
+        subtree: true, childList: true, attributes: true, attributeFilter: ['points']
+    }});
+}}"""
+
+# what the page shows when a step's frame never came (for the timeout's message)
+STEER_STATE = f"""() => {{
+    const root = ({INSTANT_ROOT})();
+    const now = root && root.querySelector('polyline.now');
+    const slider = root && root.querySelector('input[type=range]');
+    return {{slider: slider && slider.value, path_u: now && now.dataset.u, key_seen: window.__steerKeyAt != null}};
 }}"""
 
 
@@ -224,7 +241,13 @@ def press_and_arm(page, key: str):
 
 def latency_seconds(page, timeout: float = 60.0) -> float:
     """Seconds from the last armed key press to the updated map, as the page measured them."""
-    page.wait_for_function("() => window.__steerLatency != null", timeout=timeout * 1000, polling=20)
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function("() => window.__steerLatency != null", timeout=timeout * 1000, polling=20)
+    except PlaywrightTimeout:
+        shown = page.evaluate(STEER_STATE)
+        raise TimeoutError(f"no updated map within {timeout:.0f} s of the key press; the page: {shown}") from None
     return page.evaluate("() => window.__steerLatency") / 1000
 
 
