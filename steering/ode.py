@@ -173,7 +173,10 @@ class ControlledVectorField(nn.Module):
     def entry_statistics(self, h0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Each token's mean and scale (as LayerNorm computes them) at the block's entry."""
         mean = h0.mean(-1, keepdim=True)
-        scale = torch.sqrt(h0.var(-1, unbiased=False, keepdim=True) + self.norm.eps)
+        # two passes, not Tensor.var: its one-pass kernel took 2.0 ms of a 150 ms forward at [8, 128, 384]
+        # on this CPU, these 0.2 ms (the same value to 3e-7)
+        centered = h0 - mean
+        scale = torch.sqrt((centered * centered).mean(-1, keepdim=True) + self.norm.eps)
         return mean, scale
 
     def normalize(self, h: torch.Tensor, entry_stats: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
@@ -246,12 +249,13 @@ class ControlledVectorField(nn.Module):
         d = h.shape[-1]
         w = self.fc_in.weight
         normed = self.normalize(h, entry_stats)
-        tau_term = torch.as_tensor(tau, dtype=h.dtype) * w[:, -1]
+        # the control's and τ's shares, [batch, 1, hidden], are summed before they meet the tokens' share
+        shift = control_features + torch.as_tensor(tau, dtype=h.dtype) * w[:, -1]
         # without autograd (and autocast, which would change the result dtypes) the same sums and
         # products run in place: bit for bit the same values, fewer buffers
         grad = torch.is_grad_enabled() or torch.is_autocast_enabled(h.device.type)
         pre = F.linear(normed, w[:, :d])
-        pre = pre + control_features + tau_term if grad else pre.add_(control_features).add_(tau_term)
+        pre = pre + shift if grad else pre.add_(shift)
         out = self.fc_out(F.softplus(pre))
         if self.mix is not None:
             cache = None if self.kv_cache is None else self.kv_cache.setdefault(self.nfe - 1, {})
