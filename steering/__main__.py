@@ -99,6 +99,9 @@ def _train_args(p):
     option(model, "field_hidden", "N", "the field's MLP width", int)
     option(model, "field_norm", None, "the field's input norm", str, choices=["layer", "entry"])
     option(model, "control_embed_dim", "N", "width of the control embedding e(u)", int)
+    option(model, "field_basis", "K", "> 0: the field's weights vary with τ (K Legendre terms)", int)
+    option(model, "solver", None, "the middle's training solver", str, choices=["euler", "midpoint", "rk4"])
+    option(model, "solver_steps", "N", "its steps", int)
     option(model, "alpha_init", "A", "α, the field's output scale")
     model.add_argument(
         "--freeze-alpha",
@@ -152,6 +155,9 @@ def _train_args(p):
         choices=["state", "field"],
     )
     option(penalty, "overlap_weight", "W", "the field reading its own writes")
+    option(penalty, "solver_error_weight", "W", "RK4's embedded error estimate (depth-varying field)")
+    option(penalty, "solver_error_tolerance", "E", "the relative error it allows at no cost")
+    option(penalty, "solver_error_start", "N", "stage 1's step where it starts (ramped over --warmup)", int)
     option(penalty, "contrast_weight", "W", "sentiment contrast (and style's)")
     option(penalty, "style_contrast_weight", "W", "style's own (default: sentiment's)")
     option(penalty, "contrast_positive_side", "S", "gradient scale at sentiment +1")

@@ -19,24 +19,32 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x, cache: dict | None = None):
         """x [batch, tokens, d]; with a cache, x holds only the tokens after the cached ones."""
-        batch, tokens, d = x.shape
-        q, k, v = self.qkv(x).split(d, dim=-1)
-        q, k, v = (t.view(batch, tokens, self.n_heads, d // self.n_heads).transpose(1, 2) for t in (q, k, v))
-        if cache is not None:
-            k, v = _append_to_cache(cache, k, v)
-        past = k.shape[2] - tokens
-        if q.dtype == torch.bfloat16 and q.device.type == "cpu":
-            # under bf16 autocast on CPU the fp32 kernel is faster (measured 2.2x for a training step's
-            # attention at 128 tokens) and keeps the softmax in fp32
-            q, k, v = q.float(), k.float(), v.float()
-        if past == 0:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        elif tokens == 1:
-            y = F.scaled_dot_product_attention(q, k, v)
-        else:  # several new tokens after a cached prefix: causal mask offset by the prefix
-            mask = torch.ones(tokens, k.shape[2], dtype=torch.bool, device=x.device).tril(diagonal=past)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        return self.proj(y.transpose(1, 2).reshape(batch, tokens, d).to(x.dtype))
+        return causal_attention(
+            x, self.qkv.weight, self.qkv.bias, self.proj.weight, self.proj.bias, self.n_heads, cache
+        )
+
+
+def causal_attention(x, qkv_weight, qkv_bias, proj_weight, proj_bias, n_heads: int, cache: dict | None = None):
+    """Causal self-attention of x [batch, tokens, d] with the given weights (a module's own, or
+    a depth-varying field's weights at one τ); with a cache, x holds only the tokens after the cached ones."""
+    batch, tokens, d = x.shape
+    q, k, v = F.linear(x, qkv_weight, qkv_bias).split(d, dim=-1)
+    q, k, v = (t.view(batch, tokens, n_heads, d // n_heads).transpose(1, 2) for t in (q, k, v))
+    if cache is not None:
+        k, v = _append_to_cache(cache, k, v)
+    past = k.shape[2] - tokens
+    if q.dtype == torch.bfloat16 and q.device.type == "cpu":
+        # under bf16 autocast on CPU the fp32 kernel is faster (measured 2.2x for a training step's
+        # attention at 128 tokens) and keeps the softmax in fp32
+        q, k, v = q.float(), k.float(), v.float()
+    if past == 0:
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    elif tokens == 1:
+        y = F.scaled_dot_product_attention(q, k, v)
+    else:  # several new tokens after a cached prefix: causal mask offset by the prefix
+        mask = torch.ones(tokens, k.shape[2], dtype=torch.bool, device=x.device).tril(diagonal=past)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return F.linear(y.transpose(1, 2).reshape(batch, tokens, d).to(x.dtype), proj_weight, proj_bias)
 
 
 def _append_to_cache(cache: dict, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

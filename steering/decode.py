@@ -132,6 +132,7 @@ class _Field:
     w_tau: torch.Tensor  # [hidden]: fc_in's τ column
     out_w: torch.Tensor  # [hidden (+ d) + 1, d]: fc_out^T (| proj^T), then their summed bias
     alpha: torch.Tensor
+    activation: str = "softplus"  # the MLP's: softplus (shared-weight field) or gelu (depth-varying field)
 
 
 def _pack_field(field) -> _Field:
@@ -162,6 +163,32 @@ def _pack_field(field) -> _Field:
     )
 
 
+def _pack_depth_field(field, tau: torch.Tensor) -> _Field:
+    """A depth-varying field's weights at one τ (depth_field.py), laid out as _pack_field lays out a shared one.
+
+    Its τ and control enter through the per-evaluation bias (_plan_solve), so w_tau is zero."""
+    w = {k: v.detach() for k, v in field.weights_at(tau).items()}
+    d = field.d_model
+    g, b = w["norm_weight"], w["norm_bias"]
+    order = _kv_interleaved(d, field.n_heads)
+    qkv_w, qkv_b = w["qkv_weight"][order], w["qkv_bias"][order]
+    reads = [w["fc_in_weight"] * g, qkv_w * g]
+    consts = [w["fc_in_weight"] @ b + w["fc_in_bias"], qkv_w @ b + qkv_b]
+    out_bias = w["fc_out_bias"] + w["proj_bias"]
+    return _Field(
+        "layer",
+        1e-5,
+        field.hidden,
+        field.n_heads,
+        torch.cat(reads).t().contiguous(),
+        torch.cat(consts),
+        torch.zeros(field.hidden),
+        torch.cat([w["fc_out_weight"].t(), w["proj_weight"].t(), out_bias[None]]).contiguous(),
+        field.alpha.detach().clone(),
+        "gelu",
+    )
+
+
 class Packed:
     """A model's weights laid out for decoding; rebuilt when any parameter changes."""
 
@@ -176,14 +203,32 @@ class Packed:
         self.pre = [_pack_block(b) for b in model.pre]
         self.post = [_pack_block(b) for b in model.post]
         self.mid = [_pack_block(b) for b in model.mid] if self.arch == "discrete" else []
-        self.field = _pack_field(model.field) if self.arch == "hybrid" else None
-        self._out_scaled: dict[float, torch.Tensor] = {}
+        self.depth_varying = self.arch == "hybrid" and bool(model.config.field_basis)
+        self._depth_field = model.field if self.depth_varying else None
+        self.field = _pack_field(model.field) if self.arch == "hybrid" and not self.depth_varying else None
+        self._at_tau: dict[float, _Field] = {}
+        self._out_scaled: dict[tuple, torch.Tensor] = {}
 
-    def field_out(self, scale: float) -> torch.Tensor:
-        """The field's output weights times α·scale (scale: the Euler step, or 1)."""
-        if scale not in self._out_scaled:
-            self._out_scaled[scale] = (self.field.out_w * (self.field.alpha * scale)).contiguous()
-        return self._out_scaled[scale]
+    @property
+    def hybrid(self) -> bool:
+        return self.arch == "hybrid"
+
+    def field_at(self, tau: torch.Tensor) -> _Field:
+        """The field's packed weights at evaluation depth τ (the same for every τ unless depth-varying)."""
+        if not self.depth_varying:
+            return self.field
+        key = float(tau)
+        if key not in self._at_tau:
+            with torch.no_grad():
+                self._at_tau[key] = _pack_depth_field(self._depth_field, tau)
+        return self._at_tau[key]
+
+    def field_out(self, f: _Field, scale: float) -> torch.Tensor:
+        """A packed field's output weights times α·scale (scale: the Euler step, or 1)."""
+        key = (id(f), scale)
+        if key not in self._out_scaled:
+            self._out_scaled[key] = (f.out_w * (f.alpha * scale)).contiguous()
+        return self._out_scaled[key]
 
 
 _PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -252,8 +297,9 @@ class _Solve:
 
     method: str
     dt: float
+    fields: list[_Field]  # per evaluation: the packed field at its τ
     biases: list[torch.Tensor]  # per evaluation: [rows, hidden (+ 3d)]
-    out_w: torch.Tensor  # output weights times α (times dt for Euler)
+    out_ws: list[torch.Tensor]  # per evaluation: output weights times α (times dt for Euler)
 
 
 @lru_cache(maxsize=64)
@@ -276,15 +322,20 @@ def _stage_taus(method: str, steps: int) -> tuple[torch.Tensor, ...]:
 
 
 def _plan_solve(p: Packed, model, u: torch.Tensor, solver: SolverConfig) -> _Solve:
-    f = p.field
-    features = model.field.control_features(u.to(f.in_t.dtype))[:, 0]  # [rows, hidden], with fc_in's bias
     taus = _stage_taus(solver.method, solver.steps)
-    biases = []
-    for tau in taus:
-        mlp = f.in_const[: f.hidden] + features + tau.to(f.w_tau.dtype) * f.w_tau
-        biases.append(torch.cat([mlp, f.in_const[f.hidden :].expand(mlp.shape[0], -1)], 1) if f.heads else mlp)
+    fields = [p.field_at(tau) for tau in taus]
+    features = model.field.control_features(u.to(fields[0].in_t.dtype))
     dt = 1.0 / solver.steps
-    return _Solve(solver.method, dt, biases, p.field_out(dt if solver.method == "euler" else 1.0))
+    scale = dt if solver.method == "euler" else 1.0
+    biases = []
+    for tau, f in zip(taus, fields):
+        if p.depth_varying:  # the control's share at this τ, [rows, hidden]; fc_in's bias is in in_const
+            control = model.field.control_shift_at(features, tau)[:, 0]
+        else:  # [rows, hidden], with fc_in's bias, plus the τ column
+            control = features[:, 0] + tau.to(f.w_tau.dtype) * f.w_tau
+        mlp = f.in_const[: f.hidden] + control
+        biases.append(torch.cat([mlp, f.in_const[f.hidden :].expand(mlp.shape[0], -1)], 1) if f.heads else mlp)
+    return _Solve(solver.method, dt, fields, biases, [p.field_out(f, scale) for f in fields])
 
 
 class _Step:
@@ -298,9 +349,9 @@ class _Step:
         self.post_kv = [_KV(rows, b.attn.heads, p.d, context, like) for b in p.post]
         self.mid_kv = [_KV(rows, b.attn.heads, p.d, context, like) for b in p.mid]
         self.solve = None
-        if p.field is not None:
+        if p.hybrid:
             self.solve = _plan_solve(p, model, u, solver)
-            f = p.field
+            f = self.solve.fields[0]
             self.field_kv = [_KV(rows, f.heads, p.d, context, like) for _ in self.solve.biases] if f.heads else []
             self.nfe = len(self.solve.biases)
         else:
@@ -312,7 +363,7 @@ class _Step:
         views of its first two parts."""
         bufs = self._buf.get(n)
         if bufs is None:
-            f = self.p.field
+            f = self.solve.fields[0]
             buf = self.p.wte.new_empty(n, f.out_w.shape[0])
             buf[:, -1] = 1.0
             bufs = self._buf[n] = (
@@ -334,14 +385,17 @@ class _Step:
         onto: torch.Tensor | None,
     ) -> torch.Tensor:
         """α·F (times the folded step) at evaluation k; added onto `onto` when given (the Euler update)."""
-        f = self.p.field
+        f = self.solve.fields[k]
         if f.norm_mode == "entry":
             a = torch.sub(h, stats[0]).mul_(stats[1])
         else:
             a = F.layer_norm(h, (h.shape[-1],), None, None, f.eps)
         z = torch.addmm(rows_bias, a, f.in_t)
         buf, activated, attended = self._cat_buffer(h.shape[0])
-        torch._C._nn.softplus(z.narrow(1, 0, f.hidden), 1, 20, out=activated)
+        if f.activation == "gelu":
+            torch._C._nn.gelu(z.narrow(1, 0, f.hidden), out=activated)
+        else:
+            torch._C._nn.softplus(z.narrow(1, 0, f.hidden), 1, 20, out=activated)
         if f.heads:
             attended.copy_(
                 _attend(z.narrow(1, f.hidden, z.shape[1] - f.hidden), self.field_kv[k], self.rows, tokens, start)
@@ -351,7 +405,7 @@ class _Step:
         return onto.addmm_(buf, out_w)
 
     def _middle(self, h0: torch.Tensor, tokens: int, start: int) -> torch.Tensor:
-        s, f = self.solve, self.p.field
+        s, f = self.solve, self.solve.fields[0]
         stats = None
         if f.norm_mode == "entry":
             var, mean = torch.var_mean(h0, -1, correction=0, keepdim=True)
@@ -360,11 +414,11 @@ class _Step:
         if s.method == "euler":
             h = h0
             for k, bias in enumerate(biases):
-                h = self._field(h, k, s.out_w, bias, stats, tokens, start, onto=h)
+                h = self._field(h, k, s.out_ws[k], bias, stats, tokens, start, onto=h)
             return h
 
         def fk(k, state):
-            return self._field(state, k, s.out_w, biases[k], stats, tokens, start, None)
+            return self._field(state, k, s.out_ws[k], biases[k], stats, tokens, start, None)
 
         dt = s.dt
         h, k = h0, 0
@@ -395,7 +449,7 @@ class _Step:
             x = x.view(rows, tokens, -1).add_(p.wpe[start : start + tokens]).view(rows * tokens, -1)
         for blk, kv in zip(p.pre, self.pre_kv):
             x = _block(x, blk, kv, rows, tokens, start)
-        if p.field is not None:
+        if p.hybrid:
             x = self._middle(x, tokens, start)
         else:
             for blk, kv in zip(p.mid, self.mid_kv):

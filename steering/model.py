@@ -20,7 +20,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import CausalSelfAttention
-from .ode import TRAINING_SOLVER, BlockSolve, ControlledVectorField, SolverConfig, path_roughness, solve_block
+from .depth_field import DepthVaryingField
+from .ode import (
+    TRAINING_SOLVER,
+    BlockSolve,
+    ControlledVectorField,
+    SolverConfig,
+    path_roughness,
+    rk4_error_estimate,
+    solve_block,
+)
 
 
 @dataclass
@@ -42,12 +51,24 @@ class ModelConfig:
     alpha_init: float = 0.1
     split_control: bool = False  # the field embeds u > 0 and u < 0 with separate weights (ode.py)
     beyond_steering: bool = False  # |u| > 1 has its own share of the field's input (ode.py)
+    # > 0: the field's weights are polynomials of this many terms in τ (depth_field.py); 0: shared across τ
+    field_basis: int = 0
+    solver: str = TRAINING_SOLVER.method  # the fixed-step solver the middle was trained with
+    solver_steps: int = TRAINING_SOLVER.steps
 
     def __post_init__(self):
         if self.arch not in ("hybrid", "discrete"):
             raise ValueError(f"arch must be 'hybrid' or 'discrete', got {self.arch!r}")
         if self.d_model % self.n_heads or (self.field_heads and self.d_model % self.field_heads):
             raise ValueError("d_model must be divisible by n_heads and field_heads")
+        if self.field_basis and (self.field_heads < 1 or self.field_norm != "layer" or self.split_control):
+            raise ValueError("a depth-varying field (field_basis > 0) attends (field_heads > 0) with norm 'layer'")
+        if not self.training_solver.is_fixed:
+            raise ValueError(f"the training solver must be a fixed-step one, got {self.solver!r}")
+
+    @property
+    def training_solver(self) -> SolverConfig:
+        return SolverConfig(self.solver, steps=self.solver_steps)
 
     @property
     def n_layers_equivalent(self) -> int:
@@ -90,9 +111,13 @@ class _SandwichTransformer(nn.Module):
         self.post = nn.ModuleList(Block(cfg) for _ in range(cfg.n_post))
         self.ln_f = nn.LayerNorm(cfg.d_model)
 
+    @property
+    def residual_std(self) -> float:
+        return 0.02 / math.sqrt(2 * self.config.n_layers_equivalent)
+
     def _init_gpt_style(self):
         """Normal(0, 0.02) weights; residual projections scaled by 1/sqrt(2·layers) (GPT-2)."""
-        residual_std = 0.02 / math.sqrt(2 * self.config.n_layers_equivalent)
+        residual_std = self.residual_std
         for name, module in self.named_modules():
             if name.startswith("field"):
                 continue
@@ -120,6 +145,11 @@ class _SandwichTransformer(nn.Module):
             h = block(h, None if caches is None else caches[offset + i])
         return self.ln_f(h) @ self.wte.weight.T
 
+    @property
+    def training_solver(self) -> SolverConfig:
+        """The fixed-step solver the middle was trained with: the default wherever a solver is not chosen."""
+        return self.config.training_solver
+
     def new_caches(self) -> list[dict]:
         return [{} for _ in range(len(self.pre) + self._n_mid_cached + len(self.post))]
 
@@ -130,24 +160,37 @@ class _SandwichTransformer(nn.Module):
         return n
 
     def forward(self, idx, u=None, solver: SolverConfig | None = None, roughness_relative_to: str = "state"):
-        """Logits [batch, tokens, vocab] and the path roughness of the middle block (0 if discrete)."""
+        """Logits [batch, tokens, vocab] and, while training, the middle's penalties: {"roughness": path
+        roughness (shared-weight field), "solver_error": RK4's embedded error estimate (depth-varying
+        field)}, each a scalar tensor (empty for the discrete model and in eval mode)."""
         h0 = self.encode(idx)
-        h1, roughness = self._middle_for_training(h0, u, solver, roughness_relative_to)
-        return self.decode(h1), roughness
+        h1, penalties = self._middle_for_training(h0, u, solver, roughness_relative_to)
+        return self.decode(h1), penalties
 
 
 class HybridODETransformer(_SandwichTransformer):
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
-        self.field = ControlledVectorField(
-            cfg.d_model,
-            cfg.control_dim,
-            cfg.control_embed_dim,
-            cfg.field_hidden,
-            cfg.alpha_init,
-            mix_heads=cfg.field_heads,
-            norm_mode=cfg.field_norm,
-        )
+        if cfg.field_basis:
+            self.field = DepthVaryingField(
+                cfg.d_model,
+                cfg.control_dim,
+                cfg.field_hidden,
+                cfg.field_heads,
+                cfg.field_basis,
+                cfg.alpha_init,
+                residual_std=self.residual_std,
+            )
+        else:
+            self.field = ControlledVectorField(
+                cfg.d_model,
+                cfg.control_dim,
+                cfg.control_embed_dim,
+                cfg.field_hidden,
+                cfg.alpha_init,
+                mix_heads=cfg.field_heads,
+                norm_mode=cfg.field_norm,
+            )
         self._init_gpt_style()
         self.field.reset_parameters()
         if cfg.split_control:
@@ -168,11 +211,11 @@ class HybridODETransformer(_SandwichTransformer):
     @property
     def _n_mid_cached(self):
         # a per-token field needs no cache; a token-mixing one keeps keys and values per evaluation
-        return 1 if self.field.mix is not None else 0
+        return 1 if self.field.mixes_tokens else 0
 
     def can_cache(self, solver: SolverConfig) -> bool:
         """Whether cached decoding is exact: always for a per-token field, for fixed steps otherwise."""
-        return self.field.mix is None or solver.is_fixed
+        return not self.field.mixes_tokens or solver.is_fixed
 
     def control_or_zero(self, u, batch: int, device) -> torch.Tensor:
         if u is None:
@@ -181,18 +224,20 @@ class HybridODETransformer(_SandwichTransformer):
         return u.unsqueeze(0).expand(batch, -1) if u.dim() == 1 else u
 
     def middle(
-        self, h0, u=None, solver: SolverConfig = TRAINING_SOLVER, tau=None, record_outputs: bool = False, caches=None
+        self, h0, u=None, solver: SolverConfig | None = None, tau=None, record_outputs: bool = False, caches=None
     ) -> BlockSolve:
         u = self.control_or_zero(u, h0.shape[0], h0.device)
-        kv_cache = caches[len(self.pre)] if caches is not None and self.field.mix is not None else None
-        return solve_block(self.field, h0, u, solver, tau, record_outputs, kv_cache)
+        kv_cache = caches[len(self.pre)] if caches is not None and self.field.mixes_tokens else None
+        return solve_block(self.field, h0, u, solver or self.training_solver, tau, record_outputs, kv_cache)
 
     def _middle_for_training(self, h0, u, solver, roughness_relative_to="state"):
-        result = self.middle(h0, u, solver or TRAINING_SOLVER, record_outputs=self.training)
-        roughness = (
-            path_roughness(result.field_outputs, h0, roughness_relative_to) if self.training else h0.new_zeros(())
-        )
-        return result.final, roughness
+        solver = solver or self.training_solver
+        result = self.middle(h0, u, solver, record_outputs=self.training)
+        if not self.training:
+            return result.final, {}
+        if self.config.field_basis and solver.method == "rk4":
+            return result.final, {"solver_error": rk4_error_estimate(result.field_outputs, h0, solver.steps)}
+        return result.final, {"roughness": path_roughness(result.field_outputs, h0, roughness_relative_to)}
 
     def ode_parameters(self):
         return self.field.parameters()
@@ -222,7 +267,7 @@ class DiscreteTransformer(_SandwichTransformer):
         return BlockSolve(states=torch.stack(states), tau=grid, nfe=len(self.mid), eval_taus=grid[:-1].tolist())
 
     def _middle_for_training(self, h0, u, solver, roughness_relative_to="state"):
-        return self.middle(h0).final, h0.new_zeros(())
+        return self.middle(h0).final, {}
 
     def ode_parameters(self):
         return self.mid.parameters()

@@ -58,6 +58,9 @@ class TrainConfig:
     field_heads: int = 0  # > 0: a token-mixing field (attention inside the ODE block)
     field_norm: str = "layer"  # "entry": the field normalises with H(0)'s statistics (ode.py)
     control_embed_dim: int = 32
+    field_basis: int = 0  # > 0: the field's weights are polynomials in τ with this many terms (depth_field.py)
+    solver: str = "euler"  # the fixed-step solver the middle trains with (and is evaluated with by default)
+    solver_steps: int = 4
     # α from the paper's 0.1; 1.0 doubled the middle's displacement in a pilot (docs/journal.md#stage-1-pilots-p0-r400)
     alpha_init: float = 0.1
     train_alpha: bool = True  # False: α stays at alpha_init in both stages (the field's weights still train)
@@ -91,6 +94,13 @@ class TrainConfig:
     stage2_roughness_weight: float | None = None  # stage 2's penalty, when it differs from stage 1's
     stage2_roughness_relative_to: str | None = None
     overlap_weight: float = 0.0  # penalty on the field reading its own writes (ode.read_write_overlap)
+    # penalty on RK4's embedded error estimate (ode.rk4_error_estimate; a depth-varying field trained with rk4)
+    solver_error_weight: float = 0.0
+    # the relative error below which that penalty is off (a hinge): the solver may be this far from the ODE
+    solver_error_tolerance: float = 0.0
+    # stage 1's step where that penalty starts, ramped in over `warmup` steps from there: the block first
+    # learns to do the middle's work, then to do it smoothly (from step 0 the penalty shrank it to nothing)
+    solver_error_start: int = 0
     contrast_weight: float = 3.0  # stage 2 contrastive weight (the sentiment axis; style's too unless set below)
     style_contrast_weight: float | None = None  # the style axis's own weight (the axes share the field)
     contrast_positive_side: float = 1.0  # scales the sentiment contrast's gradient through the model at u = +1
@@ -217,6 +227,9 @@ def model_config(cfg: TrainConfig) -> ModelConfig:
         n_post=cfg.n_post,
         control_embed_dim=cfg.control_embed_dim,
         alpha_init=cfg.alpha_init,
+        field_basis=cfg.field_basis,
+        solver=cfg.solver,
+        solver_steps=cfg.solver_steps,
     )
 
 
@@ -327,11 +340,24 @@ def autocast(cfg: TrainConfig, device: torch.device):
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
 
 
+def weighted_penalties(penalties: dict, cfg: TrainConfig) -> tuple[torch.Tensor | float, dict]:
+    """The middle's penalties (model.forward), weighted, and their values for the log."""
+    total = 0.0
+    if "roughness" in penalties:
+        total = total + cfg.roughness_weight * penalties["roughness"]
+    if "solver_error" in penalties:
+        # the estimate is a squared relative error: only what lies above the tolerance is penalised
+        excess = (penalties["solver_error"] - cfg.solver_error_tolerance**2).clamp_min(0)
+        total = total + cfg.solver_error_weight * excess
+    return total, {name: value.item() for name, value in penalties.items()}
+
+
 def stage1_loss(model, x, y, u, cfg: TrainConfig):
     with autocast(cfg, x.device):
-        logits, roughness = model(x, u, roughness_relative_to=cfg.roughness_relative_to)
+        logits, penalties = model(x, u, roughness_relative_to=cfg.roughness_relative_to)
     lm = language_model_loss(logits, y)
-    return lm + cfg.roughness_weight * roughness, {"lm_loss": lm.item(), "roughness": roughness.item()}
+    penalty, logged = weighted_penalties(penalties, cfg)
+    return lm + penalty, {"lm_loss": lm.item(), **logged}
 
 
 def _scale_grad(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -361,7 +387,7 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig):
         copies.append(flipped)
     copies.append(torch.zeros_like(u))
     with autocast(cfg, x.device):
-        logits, roughness = model(
+        logits, penalties = model(
             torch.cat([x] * len(copies)), torch.cat(copies), roughness_relative_to=cfg.roughness_relative_to
         )
     chunks = logits.float().chunk(len(copies))
@@ -398,8 +424,9 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig):
             weighted.append((row_weight * per_row).mean())
     contrast = torch.stack(contrasts).mean() if contrasts else lm.new_zeros(())
     weighted_contrast = torch.stack(weighted).mean() if weighted else lm.new_zeros(())
-    loss = lm + weighted_contrast + cfg.roughness_weight * roughness
-    return loss, {"lm_loss": lm.item(), "contrast_loss": contrast.item(), "roughness": roughness.item()}
+    penalty, logged = weighted_penalties(penalties, cfg)
+    loss = lm + weighted_contrast + penalty
+    return loss, {"lm_loss": lm.item(), "contrast_loss": contrast.item(), **logged}
 
 
 # ---------------------------------------------------------------- resumable state (no pickle)
@@ -475,6 +502,11 @@ def _make_optimizer(model, lr: float, weight_decay: float, lr_scales: dict | Non
         lr=lr,
         betas=(0.9, 0.95),
     )
+
+
+def _ramp(step: int, warmup: int) -> float:
+    """A penalty's share of its weight at this step of stage 1: linear over the warm-up, then 1."""
+    return min(1.0, (step + 1) / max(1, warmup))
 
 
 def _lr_at(step: int, total: int, base: float, warmup: int) -> float:
@@ -578,12 +610,16 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                 group["lr"] = base_lr * group.get("lr_scale", 1.0)
             x, y, u, n_tokens = sampler.sample()
             x, y, u = x.to(device), y.to(device), u.to(device)
-            loss, parts = loss_fn(wrapped, x, y, u, stage_cfg)
+            step_cfg = stage_cfg
+            if stage == 1 and cfg.solver_error_weight > 0:
+                share = _ramp(step - cfg.solver_error_start, cfg.warmup) if step >= cfg.solver_error_start else 0.0
+                step_cfg = replace(stage_cfg, solver_error_weight=cfg.solver_error_weight * share)
+            loss, parts = loss_fn(wrapped, x, y, u, step_cfg)
             if stage_cfg.overlap_weight > 0 and hasattr(model, "field"):
                 overlap = model.field.read_write_overlap()
                 # ramped over stage 1's warm-up: the ratio's gradient grows as 1/|W|, large while
                 # the output layers are still at their near-zero init
-                ramp = min(1.0, (step + 1) / max(1, cfg.warmup)) if stage == 1 else 1.0
+                ramp = _ramp(step, cfg.warmup) if stage == 1 else 1.0
                 loss = loss + stage_cfg.overlap_weight * ramp * overlap
                 parts["overlap"] = overlap.item()
             opt.zero_grad(set_to_none=True)

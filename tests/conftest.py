@@ -73,6 +73,33 @@ def small_entry_hybrid(small_tokenizer):
 
 
 @pytest.fixture
+def small_depth_hybrid(small_tokenizer):
+    """A hybrid whose field's weights vary with τ (4 Legendre terms, trained with RK4), 1 block + ODE + 1 block,
+    with |u| > 1 directions; every coefficient random, so the field differs along τ and the paths bend."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(
+        arch="hybrid",
+        field_heads=2,
+        field_basis=4,
+        solver="rk4",
+        solver_steps=1,
+        alpha_init=1.0,
+        beyond_steering=True,
+        n_pre=1,
+        n_mid=4,
+        n_post=1,
+        **{**SMALL, "vocab_size": small_tokenizer.get_vocab_size()},
+    )
+    model = HybridODETransformer(cfg)
+    with torch.no_grad():
+        for name in ("fc_out_weight", "proj_weight", "control_weight"):
+            torch.nn.init.normal_(getattr(model.field, name), std=0.05)
+        torch.nn.init.normal_(model.field.beyond_positive.weight, std=0.3)
+        torch.nn.init.normal_(model.field.beyond_negative.weight, std=0.3)
+    return model.eval()
+
+
+@pytest.fixture
 def small_discrete(small_tokenizer):
     torch.manual_seed(0)
     cfg = ModelConfig(arch="discrete", **{**SMALL, "vocab_size": small_tokenizer.get_vocab_size()})

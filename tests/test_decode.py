@@ -7,7 +7,7 @@ from steering.decode import can_decode_fast, fast_sample_tokens, new_stepper, pa
 from steering.generate import GREEDY, Cancelled, Sampling, generate, sample_tokens
 from steering.ode import SolverConfig
 
-MODELS = ("small_hybrid", "small_mixing_hybrid", "small_entry_hybrid", "small_discrete")
+MODELS = ("small_hybrid", "small_mixing_hybrid", "small_entry_hybrid", "small_depth_hybrid", "small_discrete")
 FIXED = (
     SolverConfig("euler", steps=4),
     SolverConfig("euler", steps=3),
@@ -58,14 +58,18 @@ def test_repetition_controls_and_generate_agree_on_both_paths(fixture, small_tok
     ]
 
 
-def test_fast_logits_match_the_general_forward(small_entry_hybrid):
-    model = small_entry_hybrid
+@pytest.mark.parametrize(
+    "fixture, solver",
+    [("small_entry_hybrid", SolverConfig()), ("small_depth_hybrid", SolverConfig("rk4", steps=1))],
+)
+def test_fast_logits_match_the_general_forward(fixture, solver, request):
+    model = request.getfixturevalue(fixture)
     idx = torch.randint(0, model.config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(0))
     u = torch.tensor([[1.0, 0.0], [-2.0, 0.5]])
     with torch.no_grad():
-        general = model(idx, u, SolverConfig())[0]
+        general = model(idx, u, solver)[0]
     with torch.inference_mode():
-        step = new_stepper(model, 2, u, SolverConfig())
+        step = new_stepper(model, 2, u, solver)
         prefill = step(idx[:, :8], 0, every_token=True)
         following = [step(idx[:, t : t + 1], t) for t in range(8, 12)]
     assert torch.allclose(prefill, general[:, :8], atol=1e-5, rtol=1e-5)
@@ -114,16 +118,20 @@ def test_cancelled_decoding_stops_between_tokens(small_entry_hybrid):
     assert len(polls) == 3
 
 
-def test_packed_weights_follow_the_parameters(small_entry_hybrid):
-    model = small_entry_hybrid
+@pytest.mark.parametrize(
+    "fixture, output_weight", [("small_entry_hybrid", "fc_out.weight"), ("small_depth_hybrid", "fc_out_weight")]
+)
+def test_packed_weights_follow_the_parameters(fixture, output_weight, request):
+    model = request.getfixturevalue(fixture)
     first = packed(model)
     assert packed(model) is first  # kept while nothing changes
-    before, _, _, _ = _both(model, SolverConfig(), GREEDY)
+    solver = model.training_solver
+    before, _, _, _ = _both(model, solver, GREEDY)
     with torch.no_grad():
-        model.field.fc_out.weight.mul_(-3.0)
+        model.field.get_parameter(output_weight).mul_(-3.0)
         model.post[0].fc.weight.add_(0.05)
     assert packed(model) is not first
-    after, general, _, _ = _both(model, SolverConfig(), GREEDY)
+    after, general, _, _ = _both(model, solver, GREEDY)
     assert torch.equal(after, general) and not torch.equal(after, before)
 
 

@@ -9,9 +9,12 @@ from steering.ode import SolverConfig
 
 def test_shapes_and_parameter_layout(small_hybrid, small_discrete):
     idx = torch.randint(0, small_hybrid.config.vocab_size, (3, 10))
-    logits, roughness = small_hybrid(idx, torch.tensor([[1.0, -1.0]] * 3))
+    logits, penalties = small_hybrid(idx, torch.tensor([[1.0, -1.0]] * 3))
     assert logits.shape == (3, 10, small_hybrid.config.vocab_size)
-    assert roughness.shape == ()
+    assert penalties == {}  # in eval mode: no penalties to train with
+    _, penalties = small_hybrid.train()(idx, torch.tensor([[1.0, -1.0]] * 3))
+    assert set(penalties) == {"roughness"} and penalties["roughness"].shape == ()
+    small_hybrid.eval()
     logits_d, _ = small_discrete(idx)
     assert logits_d.shape == logits.shape
     assert len(small_hybrid.pre) == len(small_hybrid.post) == 2

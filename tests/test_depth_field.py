@@ -1,0 +1,91 @@
+"""The depth-varying field (steering/depth_field.py): weights that are polynomials in τ, RK4's error estimate,
+and a checkpoint that saves and loads."""
+
+import numpy as np
+import pytest
+import torch
+
+from steering.checkpoint import load_checkpoint, save_checkpoint
+from steering.depth_field import legendre_basis
+from steering.model import ModelConfig
+from steering.ode import SolverConfig, rk4_error_estimate, solve_block
+
+
+def test_the_basis_is_the_shifted_legendre_polynomials():
+    like = torch.zeros(())
+    assert torch.allclose(legendre_basis(1.0, 5, like), torch.ones(5))
+    assert torch.allclose(legendre_basis(0.0, 5, like), torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0]))
+    # orthogonal on [0, 1]: ∫ P_j P_k dτ = δ_jk / (2k + 1), by Gauss-Legendre quadrature
+    nodes, weights = np.polynomial.legendre.leggauss(8)
+    taus, weights = (nodes + 1) / 2, weights / 2
+    table = torch.stack([legendre_basis(float(t), 4, like) for t in taus]).double()
+    gram = table.T @ torch.diag(torch.tensor(weights)) @ table
+    assert torch.allclose(gram, torch.diag(torch.tensor([1.0, 1 / 3, 1 / 5, 1 / 7], dtype=torch.float64)), atol=1e-6)
+
+
+def test_the_field_changes_with_depth_only_through_its_higher_coefficients(small_depth_hybrid):
+    field = small_depth_hybrid.field
+    h = torch.randn(1, 5, field.d_model)
+    u = torch.zeros(1, 2)
+    with torch.no_grad():
+        assert not torch.allclose(field(0.0, h, u), field(1.0, h, u), atol=1e-3)
+        for name in field.shapes:
+            getattr(field, name)[1:].zero_()
+        assert torch.allclose(field(0.0, h, u), field(1.0, h, u), atol=1e-6)
+
+
+def test_a_depth_varying_block_bends_its_paths_and_one_euler_step_misses(small_depth_hybrid):
+    model = small_depth_hybrid
+    h0 = model.encode(torch.randint(0, model.config.vocab_size, (1, 8), generator=torch.Generator().manual_seed(0)))
+    u = torch.zeros(1, 2)
+    with torch.no_grad():
+        reference = model.middle(h0, u, SolverConfig("dopri5", rtol=1e-7, atol=1e-9)).final
+        rk4 = model.middle(h0, u).final  # its training solver: RK4, one step
+        euler = model.middle(h0, u, SolverConfig("euler", steps=1)).final
+    assert model.training_solver == SolverConfig("rk4", steps=1)
+    assert (rk4 - reference).norm() < 0.2 * (euler - reference).norm()
+
+
+def test_the_rk4_error_estimate_is_rk4_minus_ralstons_second_order_step(small_depth_hybrid):
+    model = small_depth_hybrid
+    h0 = model.encode(torch.randint(0, model.config.vocab_size, (2, 6), generator=torch.Generator().manual_seed(1)))
+    u = torch.tensor([[1.0, 0.0], [-1.0, 0.5]])
+    with torch.no_grad():
+        solve = solve_block(model.field, h0, u, SolverConfig("rk4", steps=1), record_outputs=True)
+        k1, k2, k3, k4 = solve.field_outputs
+        rk4 = h0 + (k1 + 3 * k2 + 3 * k3 + k4) / 8
+        ralston = h0 + (k1 + 3 * k3) / 4
+        assert torch.allclose(solve.final, rk4, atol=1e-5)
+        expected = (rk4 - ralston).pow(2).sum(-1).mean() / h0.pow(2).sum(-1).mean()
+        assert torch.allclose(rk4_error_estimate(solve.field_outputs, h0, 1), expected, rtol=1e-4)
+        # a field constant along the path has no error to estimate
+        constant = [k1] * 4
+        assert float(rk4_error_estimate(constant, h0, 1)) < 1e-12
+    with pytest.raises(ValueError, match="4 times"):
+        rk4_error_estimate(solve.field_outputs[:3], h0, 1)
+
+
+def test_the_model_trains_with_its_penalty_and_round_trips_through_a_checkpoint(
+    small_depth_hybrid, small_tokenizer, tmp_path
+):
+    model = small_depth_hybrid.train()
+    idx = torch.randint(0, model.config.vocab_size, (2, 10), generator=torch.Generator().manual_seed(2))
+    logits, penalties = model(idx, torch.zeros(2, 2))
+    assert set(penalties) == {"solver_error"} and float(penalties["solver_error"]) > 0
+    penalties["solver_error"].backward()
+    assert model.field.fc_out_weight.grad.abs().sum() > 0
+    model.eval()
+    save_checkpoint(model, tmp_path, small_tokenizer, {})
+    loaded, _, config = load_checkpoint(tmp_path)
+    assert config["model"]["field_basis"] == 4 and config["model"]["solver"] == "rk4"
+    with torch.no_grad():  # weights are stored in 16 bits (checkpoint.py)
+        assert torch.allclose(loaded(idx, torch.ones(2, 2) * 1.5)[0], model(idx, torch.ones(2, 2) * 1.5)[0], atol=2e-3)
+
+
+def test_a_depth_varying_field_refuses_what_it_does_not_have():
+    with pytest.raises(ValueError, match="attends"):
+        ModelConfig(field_basis=4, field_heads=0)
+    with pytest.raises(ValueError, match="attends"):
+        ModelConfig(field_basis=4, field_heads=4, field_norm="entry")
+    with pytest.raises(ValueError, match="fixed-step"):
+        ModelConfig(solver="dopri5")
