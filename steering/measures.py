@@ -15,7 +15,7 @@ import torch
 
 from . import data
 from .generate import DEFAULT_SAMPLING, Sampling, sample_tokens
-from .ode import TRAINING_SOLVER, SolverConfig
+from .ode import SolverConfig
 from .tokenizer import bos_id, decode, encode
 
 PROMPT_TOKENS = 8
@@ -47,7 +47,6 @@ PROBE_PROMPT_VARIANTS = (
     "The ending was",
 )
 REFERENCE_SOLVER = SolverConfig("dopri5", rtol=1e-6, atol=1e-6, max_steps=10_000)
-FIXED_SOLVER = SolverConfig("euler", steps=4)
 
 
 def steering_settings(steer_u: float = 1.0) -> dict[str, tuple[float, float]]:
@@ -69,10 +68,11 @@ class EvalSize:
     prompts: int
     val_reviews: int  # held-out reviews for the losses and the block displacement
     bpb_reviews: int  # held-out openings per (label, source) for bits per byte
+    curvature_texts: int  # of those openings, how many give their tokens' paths to path_curvature
 
 
-FULL = EvalSize(prompts=50, val_reviews=200, bpb_reviews=BPB_REVIEWS)
-QUICK = EvalSize(prompts=8, val_reviews=32, bpb_reviews=8)
+FULL = EvalSize(prompts=50, val_reviews=200, bpb_reviews=BPB_REVIEWS, curvature_texts=40)
+QUICK = EvalSize(prompts=8, val_reviews=32, bpb_reviews=8, curvature_texts=4)
 
 
 # ---------------------------------------------------------------- prompts and generations
@@ -123,7 +123,7 @@ def generate_for_prompts(
     rows = {k: [] for k in names}
     for i, ids in enumerate(prompts):
         new, _ = sample_tokens(
-            model, ids, u, NEW_TOKENS, n=len(names), sampling=sampling, seed=seed + i, solver=TRAINING_SOLVER
+            model, ids, u, NEW_TOKENS, n=len(names), sampling=sampling, seed=seed + i, solver=model.training_solver
         )
         for j, k in enumerate(names):
             rows[k].append(new[j])
@@ -217,7 +217,8 @@ def probe_over_prompts(model, tok, prompts=PROBE_PROMPT_VARIANTS, steer_u: float
 
 @torch.no_grad()
 def solver_divergence(model, prompts: list[list[int]], sentiments=(-1.0, 0.0, 1.0)) -> float:
-    """Mean over prompts and sentiments of ||H_euler4(1) - H_dopri5(1)|| / ||H_dopri5(1)||.
+    """Mean over prompts and sentiments of ||H_trained(1) - H_dopri5(1)|| / ||H_dopri5(1)||, where H_trained
+    is the model's own fixed-step training solver (Euler 4 for the shared-weight fields, RK4 for the depth-varying).
 
     Each prompt is its own initial value problem (dopri5's step control sees only it);
     the norm is over all of the prompt's tokens and features.
@@ -227,7 +228,7 @@ def solver_divergence(model, prompts: list[list[int]], sentiments=(-1.0, 0.0, 1.
         h0 = model.encode(torch.tensor([ids]))
         for s in sentiments:
             u = torch.tensor([[s, 0.0]])
-            fixed = model.middle(h0, u, FIXED_SOLVER).final
+            fixed = model.middle(h0, u, model.training_solver).final
             reference = model.middle(h0, u, REFERENCE_SOLVER).final
             ratios.append(float((fixed - reference).norm() / reference.norm()))
     return float(np.mean(ratios))

@@ -11,6 +11,7 @@ from steering import data, evaluate, lab
 from steering.__main__ import main
 from steering.checkpoint import load_checkpoint, read_log
 from steering.generate import GREEDY, sample_tokens
+from steering.ode import SolverConfig
 from steering.tokenizer import decode, encode
 
 PROBABILITIES = (
@@ -40,7 +41,7 @@ def test_cli_prints_exactly_the_issue_keys_with_finite_values_in_range(tiny_trai
     assert main(["evaluate", "--quick", "--json", "--checkpoint", str(hybrid), "--baseline", str(discrete)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert list(report) == list(evaluate.KEYS)
-    assert len(evaluate.KEYS) == 29
+    assert len(evaluate.KEYS) == 32
     for key in PROBABILITIES:
         assert 0.0 <= report[key] <= 1.0, key
     vocab = math.log(load_checkpoint(hybrid)[0].config.vocab_size)
@@ -56,8 +57,11 @@ def test_cli_prints_exactly_the_issue_keys_with_finite_values_in_range(tiny_trai
         "ode_relative_displacement",
         "discrete_mid_relative_update",
         "ppl_ratio_steered",
+        "path_curvature",
     ):
         assert math.isfinite(report[key]) and report[key] >= 0, key
+    for key in ("depth_use_bpb", "block_skip_bpb"):
+        assert math.isfinite(report[key]), key
     assert report["ppl_ratio_steered"] > 0 and report["alpha_final"] > 0
     assert isinstance(report["exploding_steps"], int) and isinstance(report["vanishing_steps"], int)
     assert set(report["probe_raw"]) == {"+1", "0", "-1"}
@@ -216,3 +220,44 @@ def test_sampling_sweep_judges_each_sampler_on_the_same_prompts(tiny_trained_pai
     monkeypatch.setattr(evaluate, "SAMPLING_GRID", {"only": Sampling(temperature=0.7, top_k=40)})
     assert main(["sampling", "--checkpoint", str(hybrid), "--prompts", "2", "--json"]) == 0
     assert list(json.loads(capsys.readouterr().out)) == ["only"]
+
+
+def test_depth_figures_measure_one_euler_step_and_the_skipped_block(small_depth_hybrid, small_tokenizer):
+    """bits_per_byte with the block skipped is the model with α = 0; with one Euler step, H(0) + α·F(0, H(0))."""
+    model, tok = small_depth_hybrid, small_tokenizer
+    texts = ["The movie was a delight from start to end.", "Dull, long and badly acted."]
+    trained = evaluate.bits_per_byte(model, tok, texts)
+    skipped = evaluate.bits_per_byte(model, tok, texts, skip_middle=True)
+    one_step = evaluate.bits_per_byte(model, tok, texts, solver=SolverConfig("euler", steps=1))
+    assert len({trained, skipped, one_step}) == 3
+    with torch.no_grad():
+        model.field.alpha.zero_()
+    assert evaluate.bits_per_byte(model, tok, texts) == pytest.approx(skipped, rel=1e-6)
+    with torch.no_grad():
+        model.field.alpha.fill_(1.0)
+    field = model.field
+
+    class OneEulerStep(torch.nn.Module):  # the same model, its middle written out by hand
+        def __init__(self):
+            super().__init__()
+            self.config = model.config
+
+        def forward(self, x, u=None, solver=None):
+            h0 = model.encode(x)
+            return model.decode(h0 + field(0.0, h0, torch.zeros(x.shape[0], 2))), {}
+
+    assert evaluate.bits_per_byte(OneEulerStep(), tok, texts) == pytest.approx(one_step, rel=1e-5)
+
+
+def test_path_curvature_is_the_median_token_excess_over_straight(small_depth_hybrid, small_tokenizer):
+    texts = ["The movie was a delight from start to end.", "Dull, long and badly acted."]
+    bent = evaluate.heldout_path_curvature(small_depth_hybrid, small_tokenizer, texts)
+    assert bent > 1e-3
+    field = small_depth_hybrid.field
+    with torch.no_grad():  # a field constant along each token's path (no τ terms, reading nothing): straight lines
+        for name in field.shapes:
+            getattr(field, name)[1:].zero_()
+        field.fc_in_weight.zero_()
+        field.qkv_weight.zero_()
+        field.fc_out_bias[0].normal_()  # a constant velocity, the same for every token
+    assert evaluate.heldout_path_curvature(small_depth_hybrid, small_tokenizer, texts) < 1e-6

@@ -57,6 +57,19 @@ def path_curvature(points) -> tuple[float, float]:
     return max(arc / chord, 1.0), min(share, 1.0)
 
 
+def token_path_curvature(states) -> np.ndarray:
+    """Each token's arc/chord along depth, [tokens], from its path states [T, tokens, d] (full width).
+
+    A token whose state never moves counts as straight (1)."""
+    x = np.asarray(states, dtype=np.float64)
+    if x.ndim != 3 or x.shape[0] < 2:
+        raise ValueError(f"token paths need states shaped [T >= 2, tokens, d]; got shape {x.shape}")
+    arc = np.linalg.norm(np.diff(x, axis=0), axis=2).sum(0)
+    chord = np.linalg.norm(x[-1] - x[0], axis=1)
+    moved = chord > 1e-12 * np.maximum(arc, 1e-300)
+    return np.where(moved, arc / np.where(moved, chord, 1.0), 1.0)
+
+
 @dataclass
 class Curvature:
     u: np.ndarray  # [n] control on `axis` of each path
