@@ -217,7 +217,7 @@ def state() -> lab.LabState:
     if STATE_KEY not in ss:
         params = st.query_params.to_dict()
         talk, index, talk_notices = talks.talk_from_query(params)
-        base, talk_page = lab.DEFAULT_STATE, None
+        base, talk_page = lab.default_state(model().config.get("model")), None
         if talk is not None:
             # the step's state, then whatever else the link sets (presenter=1, or a changed u)
             ss[TALK_KEY] = (talk, index)

@@ -67,6 +67,17 @@ class LabState:
 DEFAULT_STATE = LabState()
 
 
+def default_state(model_config: dict | None = None) -> LabState:
+    """The lab's opening state for a checkpoint: its own training solver (ModelConfig.solver, solver_steps;
+    4 Euler steps for checkpoints from before the choice), so a link without a solver shows the model as trained."""
+    model_config = model_config or {}
+    return replace(
+        DEFAULT_STATE,
+        solver=model_config.get("solver", DEFAULT_STATE.solver),
+        steps=int(model_config.get("solver_steps", DEFAULT_STATE.steps)),
+    )
+
+
 def cache_dir() -> Path:
     """Where the lab and export-talk keep what they compute once per checkpoint (PCA maps):
     $STEERING_CACHE, default ~/.cache/steering, so the offline file's map is the one the lab shows."""
