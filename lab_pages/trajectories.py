@@ -4,10 +4,10 @@ import numpy as np
 import streamlit as st
 
 import lab_ui as ui
-from steering.analysis.curvature import curvature_of, straightness_note
+from steering.analysis.curvature import curvature_of, straightness_note, token_path_curvature
 from steering.analysis.pca import ProjectedPath
 from steering.analysis.trajectories import compute_trajectory, pooled
-from steering.figures.flow import curvature_figure, pca_paths_figure
+from steering.figures.flow import curvature_figure, pca_paths_figure, token_curvature_figure
 
 header = ui.page_header(
     "Trajectories through depth",
@@ -142,4 +142,17 @@ c3.metric(
 )
 ui.plot(ui.styled(curvature_figure(curvature), height=380), key="curvature")
 st.caption(note)
+
+# each token's own path at your u: the mean path above can be straight while single tokens turn
+excess = token_path_curvature(current.states) - 1.0
+ui.plot(
+    ui.styled(
+        token_curvature_figure(current.token_strings, excess, which - 1 if which else None, control[0]), height=340
+    ),
+    key="token_curvature",
+)
+st.caption(
+    f"Median over the prompt's tokens: {np.median(excess):.3g}; the token picked above: "
+    + (f"{excess[which - 1]:.3g}." if which else "pick one in the Token box to mark it.")
+)
 ui.sync_url("trajectories")

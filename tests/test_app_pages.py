@@ -408,6 +408,11 @@ def test_trajectories_page_measures_how_curved_the_paths_are(lab_env):
     curves = [t for t in figure["data"] if t.get("name") == "full space"]
     assert curves and len(values(curves[0]["x"])) == 9  # one point per drawn path
     assert any("path roughness" in c.value for c in at.caption)
+    bars = chart(at, "token_curvature")["data"][0]
+    tokens = at.selectbox(key="w_token").options[1:]  # each prompt token, after "all tokens (mean)"
+    excess = values(bars["y"])
+    assert len(excess) == len(tokens) and all(e >= 0 for e in excess)
+    assert any(c.value.startswith("Median over the prompt's tokens") for c in at.caption)
 
 
 def test_missing_checkpoint_says_how_to_train(lab_env, tmp_path, monkeypatch):

@@ -217,3 +217,26 @@ def curvature_figure(curvature, title: str = "How curved are the paths?") -> go.
     fig.update_xaxes(title_text=f"control u ({getattr(curvature, 'axis', 'sentiment')})")
     fig.update_layout(title=title, legend=dict(orientation="h", y=-0.2))
     return fig
+
+
+def token_curvature_figure(tokens: list[str], excess, chosen: int | None = None, u: float = 0.0) -> go.Figure:
+    """Each prompt token's own path: arc / chord − 1 in full space (0: straight), one bar a token;
+    the token picked for the map (chosen, an index into tokens) drawn darker."""
+    excess = np.asarray(excess, dtype=float)
+    colors = ["#1f6fb4" if i == chosen else "#9cc3e6" for i in range(len(tokens))]
+    fig = go.Figure(
+        go.Bar(
+            x=list(range(len(tokens))),
+            y=excess,
+            marker_color=colors,
+            hovertext=[f"{i}: {t!r}" for i, t in enumerate(tokens)],
+            hoverinfo="text+y",
+        )
+    )
+    fig.update_layout(
+        title=f"Each token's path at u = {u:+.2f}: arc / chord − 1 (median {np.median(excess):.3g})",
+        xaxis=dict(title="token", tickmode="array", tickvals=list(range(len(tokens))), ticktext=list(tokens)),
+        yaxis_title="arc / chord − 1",
+        showlegend=False,
+    )
+    return fig
