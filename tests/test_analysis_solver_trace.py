@@ -11,6 +11,7 @@ from steering.analysis.solver_trace import (
     curvature_by_level,
     field_geometry,
     field_under_control,
+    neighbour_across_switch,
     solver_trace,
     solver_traces,
     trace_reading,
@@ -140,3 +141,15 @@ def test_curvature_by_level_tells_a_real_difference_from_none():
     with pytest.raises(ValueError, match="one NFE and one curvature"):
         curvature_by_level(nfe, noise[:5])
     assert math.isclose(apart["levels"][0]["n_u"] + apart["levels"][1]["n_u"], 30)
+
+
+def test_the_neighbour_across_a_switch():
+    nfe = np.array([20, 20, 14, 14, 14, 20])
+    assert neighbour_across_switch(nfe, 0) == 2
+    assert neighbour_across_switch(nfe, 3) == 1  # two away on both sides: the left one
+    assert neighbour_across_switch(nfe, 4) == 5
+    assert neighbour_across_switch(np.full(4, 14), 3) == 2  # no switch: the next u (the previous at the end)
+    assert neighbour_across_switch(np.full(4, 14), 1) == 2
+    assert neighbour_across_switch(np.array([14]), 0) is None
+    with pytest.raises(ValueError, match="outside"):
+        neighbour_across_switch(nfe, 6)

@@ -453,3 +453,17 @@ def curvature_by_level(nfe, curvature, draws: int = 2000, seed: int = 0) -> dict
         "p_value_cyclic": (1 + sum(shifts)) / (1 + len(shifts)),
         "draws": draws,
     }
+
+
+def neighbour_across_switch(nfe, index: int) -> int | None:
+    """The grid index nearest `index` whose NFE differs from its own (the left one on a tie); without
+    any, the next grid point (the previous at the end); None on a one-point grid."""
+    nfe = np.asarray(nfe)
+    if not 0 <= index < nfe.size:
+        raise ValueError(f"index {index} is outside the grid of {nfe.size} values")
+    other = np.flatnonzero(nfe != nfe[index])
+    if other.size:
+        return int(other[np.argmin(np.abs(other - index) * 2 + (other > index))])
+    if nfe.size == 1:
+        return None
+    return index + 1 if index + 1 < nfe.size else index - 1
