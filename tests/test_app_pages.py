@@ -402,7 +402,8 @@ def test_regimes_page_reads_the_step_trace_and_the_field_over_u_and_tau(lab_env)
     at = run_app({"prompt": "The movie was", "u": "0.5"}, page="lab_pages/regimes.py")
     no_exception(at)
     assert at.select_slider(key="w_reg_trace_u").value == 0.5  # starts at the page's u
-    readings = [m.value for m in at.markdown if re.search(r"u = [+-]\d\.\d\d:", m.value)]
+    shown = [re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown]  # without Markdown's escapes
+    readings = [text for text in shown if re.search(r"u = [+-]\d\.\d\d:", text)]
     assert len(readings) == 2 and all(re.search(r"\d+ steps?", r) for r in readings)
     trace = chart(at, "step_trace")
     named = [t for t in trace["data"] if t.get("name", "").startswith("u = ")]
@@ -487,5 +488,5 @@ def test_dynamics_page_shows_the_stretching_rate_per_u(lab_env):
     assert set(lines) == {"largest over τ", "mean over τ"}
     largest, mean = values(lines["largest over τ"]["y"]), values(lines["mean over τ"]["y"])
     assert len(largest) == 9 and all(a >= b - 1e-9 for a, b in zip(largest, mean))
-    reading = next(m.value for m in at.markdown if "stretching rate" in m.value)
+    reading = next(re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown if "stretching rate" in m.value)
     assert f"{max(largest):+.3g}" in reading
