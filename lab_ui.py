@@ -637,13 +637,17 @@ def styled(fig, height: int | None = None):
     return style_figure(fig, font_size(), height)
 
 
-def plot(fig, key: str | None = None, height="content"):
-    """A chart whose camera (PNG) and SVG buttons save it at slide size, named after its key."""
+def plot(fig, key: str | None = None, height="content", on_select="ignore"):
+    """A chart whose camera (PNG) and SVG buttons save it at slide size, named after its key.
+
+    on_select="rerun": a click on a point reruns the page; the returned event holds the points."""
     config = {
         **PLOTLY_CONFIG,
         "toImageButtonOptions": {**PLOTLY_CONFIG["toImageButtonOptions"], "filename": f"steering-{key or 'chart'}"},
     }
-    st.plotly_chart(fig, config=config, key=key, height=height)
+    if on_select == "ignore":
+        return st.plotly_chart(fig, config=config, key=key, height=height)
+    return st.plotly_chart(fig, config=config, key=key, height=height, on_select=on_select, selection_mode=("points",))
 
 
 def control_sliders():

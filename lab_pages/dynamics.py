@@ -1,10 +1,15 @@
 """Dynamics: does the learned flow contract, and do Euler and RK4 converge at their orders on it?"""
 
+import numpy as np
 import streamlit as st
 
 import lab_ui as ui
+from steering import lab
 from steering.analysis.dynamics import contraction_by_u, convergence
+from steering.analysis.inputs import PATH_SOLVER
+from steering.analysis.solver_trace import field_geometry
 from steering.figures.dynamics import contraction_figure, convergence_figure
+from steering.figures.solver_trace import stretching_figure
 
 header = ui.page_header(
     "Dynamics of the flow",
@@ -46,6 +51,39 @@ for col, c in zip(cols, contractions):
         f"{c.ftle[-1]:+.3f}",
         help="Finite-time Lyapunov exponent over the whole block: below 0, perturbations shrink.",
     )
+
+st.subheader("Local stretching rate per u")
+st.caption(
+    "λ_max((J + Jᵀ)/2) along each u's path: how fast the flow Jacobian's largest singular value grows over a "
+    "short step (the one-sided Lipschitz constant). Negative everywhere: the flow contracts in every direction."
+)
+STRETCH = {"quick": dict(n=9, n_tau=5, lanczos_iterations=8), "fine": dict(n=17, n_tau=9, lanczos_iterations=16)}
+spec = STRETCH[quality]
+geometry = ui.analysis(
+    loaded,
+    "stretching",
+    (prompt, quality),
+    lambda model, tok: field_geometry(
+        model,
+        tok,
+        prompt,
+        np.round(np.linspace(-2.0, 2.0, spec["n"]), 6),
+        n_tau=spec["n_tau"],
+        stretching=True,
+        lanczos_iterations=spec["lanczos_iterations"],
+        solver=PATH_SOLVER,
+    ),
+    what="the stretching rate",
+)
+ui.plot(ui.styled(stretching_figure(geometry), height=420), key="stretching")
+top = float(np.max(geometry.stretching))
+st.markdown(
+    lab.bold_then_plain(
+        "Reading: ",
+        f"the largest stretching rate over u and τ is {top:+.3g}: "
+        + ("the flow contracts everywhere measured." if top < 0 else "some direction expands somewhere."),
+    )
+)
 
 st.subheader("Convergence of fixed-step solvers")
 conv = ui.analysis(

@@ -6,9 +6,13 @@ import streamlit as st
 import lab_ui as ui
 from steering import lab
 from steering.analysis.alignment import regimes_over_prompts
+from steering.analysis.inputs import PATH_SOLVER, REFERENCE_SOLVER
 from steering.analysis.regimes import tolerance_scaling
+from steering.analysis.solver_trace import field_geometry, neighbour_across_switch, solver_traces, trace_reading
 from steering.evaluate import PROBE_PROMPT_VARIANTS
 from steering.figures.regimes import alignment_figure, nfe_regimes_figure, tolerance_figure
+from steering.figures.solver_trace import field_heatmaps_figure, step_trace_figure
+from steering.ode import SolverConfig
 
 header = ui.page_header(
     "Solver regimes",
@@ -95,7 +99,7 @@ m4.metric(
     + ".",
 )
 m5.metric("Sweep time", f"{regimes.seconds:.2f} s")
-ui.plot(ui.styled(nfe_regimes_figure(regimes), height=480), key="regimes")
+event = ui.plot(ui.styled(nfe_regimes_figure(regimes), height=480), key="regimes", on_select="rerun")
 columns = {"u": regimes.u.tolist()}
 for name, values in regimes.nfe.items():
     columns[f"nfe_{name}"] = [int(v) for v in values]
@@ -103,6 +107,78 @@ for name, values in regimes.steps.items():
     columns[f"steps_{name}"] = [int(v) for v in values]
 columns["relative_probability_first_target"] = regimes.target_probability.tolist()
 ui.download_csv("Download the NFE sweep (CSV)", columns, "nfe_regimes.csv", key="csv_regimes")
+
+st.subheader("Why this many steps? The step trace at one u and its neighbour")
+st.caption(
+    "Every step dopri5 attempts at this tolerance: where it starts (τ), its size h and its error ratio (the "
+    "embedded error estimate against rtol·|H| + atol; above 1 the step is rejected, marked ×). Its first step is "
+    "a guess from the field at τ = 0, and each step may grow at most 10× the one before. Pick a u with the "
+    "slider or by clicking a point of the NFE plot; its neighbour is the nearest u on the other side of a switch "
+    "(the next u when there is no switch)."
+)
+u_values = [float(v) for v in regimes.u]
+picked = [p.get("x") for p in (getattr(getattr(event, "selection", None), "points", None) or [])]
+if picked and picked[0] is not None and picked != st.session_state.get("regimes_last_click"):
+    st.session_state["regimes_last_click"] = picked
+    st.session_state["w_reg_trace_u"] = min(u_values, key=lambda v: abs(v - float(picked[0])))
+if st.session_state.get("w_reg_trace_u") not in u_values:
+    st.session_state["w_reg_trace_u"] = min(u_values, key=lambda v: abs(v - ui.state().control[0]))
+u_trace = st.select_slider("u for the step trace", u_values, key="w_reg_trace_u", format_func=lambda v: f"{v:+.2f}")
+here = u_values.index(u_trace)
+first_nfe = regimes.nfe[methods[0]]
+there = neighbour_across_switch(first_nfe, here)
+pair_u = [u_trace] + ([] if there is None else [u_values[there]])
+config = SolverConfig("dopri5", rtol=float(tol), atol=float(tol) / 10)
+traces = ui.analysis(
+    loaded,
+    "solver_trace",
+    (prompt, tuple(pair_u), float(tol)),
+    lambda model, tok: solver_traces(model, tok, prompt, sorted(pair_u), config),
+    what="the step trace",
+)
+if traces is not None:
+    ordered = sorted(traces.traces, key=lambda t: abs(float(t.u[0]) - u_trace))
+    for trace in ordered:
+        st.markdown(lab.bold_then_plain(f"u = {float(trace.u[0]):+.2f}: ", trace_reading(trace)))
+    ui.plot(ui.styled(step_trace_figure(ordered), height=520), key="step_trace")
+
+st.subheader("Speed, turn and stretching of the field over (u, τ)")
+st.caption(
+    "Along each u's path: the field's speed |α·F| (mean over tokens), how fast it turns, "
+    "|dF̂/dτ| in radians per unit depth (mean over tokens), and the local stretching rate λ_max((J + Jᵀ)/2), "
+    "the growth rate of the flow Jacobian's largest singular value (negative: the flow contracts there)."
+)
+GEOMETRY = {
+    "quick": dict(n=9, n_tau=5, lanczos_iterations=8, solver=PATH_SOLVER),
+    "fine": dict(n=41, n_tau=17, lanczos_iterations=20, solver=REFERENCE_SOLVER),
+}
+detail = st.radio(
+    "Resolution",
+    tuple(GEOMETRY),
+    horizontal=True,
+    key="w_reg_geometry",
+    help="Quick: 9 u × 5 τ on 8 RK4 steps' path, 8 Lanczos iterations. Fine: 41 u × 17 τ on dopri5's path "
+    "(rtol 1e-7), 20 iterations; about 30× slower.",
+)
+spec = GEOMETRY[detail]
+geometry = ui.analysis(
+    loaded,
+    "field_geometry",
+    (prompt, detail),
+    lambda model, tok: field_geometry(
+        model,
+        tok,
+        prompt,
+        np.round(np.linspace(-2.0, 2.0, spec["n"]), 6),
+        n_tau=spec["n_tau"],
+        stretching=True,
+        lanczos_iterations=spec["lanczos_iterations"],
+        solver=spec["solver"],
+    ),
+    what="the field along the paths",
+)
+if geometry is not None:
+    ui.plot(ui.styled(field_heatmaps_figure(geometry), height=440), key="field_heatmaps")
 
 st.subheader("Does the crossover sit on a switch? Ten prompts against chance")
 st.caption(

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from .checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
+from .ode import SolverConfig
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "assets" / "results"
 PROMPT = "The movie was"
@@ -294,6 +295,7 @@ def solver_probing(model, tok, size: Size) -> dict:
             ],
         }
     tol = tolerance_scaling(model, tok, PROMPT, (0.0, 0.0), size.tolerances)
+    why = why_this_nfe(model, tok, grid, r.nfe["dopri5"], SolverConfig("dopri5", rtol=r.rtol, atol=r.atol))
     probes = linear_probes(model, tok, heldout_reviews(), taus=size.probe_taus, max_reviews=size.probe_reviews)
     return without_none(
         {
@@ -323,8 +325,34 @@ def solver_probing(model, tok, size: Size) -> dict:
             "probe_chance": probes.chance,
             "probe_largest_step": float(np.abs(np.diff(probes.accuracy)).max()) if len(probes.accuracy) > 1 else 0.0,
             "probe_reviews": probes.n_train + probes.n_test,
+            **why,
         }
     )
+
+
+def why_this_nfe(model, tok, grid, nfe, solver) -> dict:
+    """What sets dopri5's NFE at each u: its step trace (first step, rejections, largest error ratio) and whether
+    the path's curvature differs between NFE levels (analysis.solver_trace)."""
+    from .analysis.solver_trace import curvature_by_level, field_geometry, solver_traces
+
+    traces = solver_traces(model, tok, PROMPT, grid, solver)
+    if not np.array_equal(traces.nfe, nfe):
+        raise RuntimeError("the step traces' NFE differ from the regimes sweep's: the trace is out of step")
+    geometry = field_geometry(model, tok, PROMPT, grid, n_tau=17)
+    test = curvature_by_level(nfe, geometry.path_curvature)
+    return {
+        "trace_first_step": [t.first_step.h for t in traces.traces],
+        "trace_first_step_by": [t.first_step.chosen_by for t in traces.traces],
+        "trace_accepted": [len(t.accepted) for t in traces.traces],
+        "trace_rejected": [len(t.rejected) for t in traces.traces],
+        "trace_max_error_ratio": [max(s.error_ratio for s in t.steps) for t in traces.traces],
+        "path_turn_rate": geometry.path_curvature,
+        "field_speed": geometry.speed.mean(axis=1),
+        "curvature_by_level": test["levels"],
+        "curvature_p_value": test["p_value"],
+        "curvature_p_value_cyclic": test["p_value_cyclic"],
+        "curvature_draws": test["draws"],
+    }
 
 
 def path_curvature(model, tok, size: Size) -> dict:
@@ -729,6 +757,8 @@ def table_rows(r: dict) -> list[dict]:
             "crossover: P(good) = P(bad) among the two; distance to the nearest switch",
         ),
     ]
+    if "curvature_by_level" in sp:  # results.json from before issue 35 lack these
+        rows += _why_nfe_rows(sp)
     for name, label in (("probe", "the evaluation's probe prompts"), ("heldout", "held-out review openings")):
         if name in sp.get("alignment", {}):
             rows.append(
@@ -797,6 +827,46 @@ def table_rows(r: dict) -> list[dict]:
         )
     )
     return [{"section": a, "paper": p, "ours": o, "how": w} for a, p, o, w in rows]
+
+
+def _why_nfe_rows(sp: dict) -> list[tuple]:
+    levels = sp["curvature_by_level"]
+    turn = ", ".join(f"{row['level']} NFE ({row['n_u']} u): {row['curvature']:.3g}" for row in levels)
+    if sp.get("curvature_p_value") is None:
+        verdict = f"one NFE level at every u, so no regimes to compare; mean turn rate {turn} rad per unit τ"
+    else:
+        differs = (
+            "differs" if sp["curvature_p_value"] < 0.05 and sp["curvature_p_value_cyclic"] < 0.05 else "does not differ"
+        )
+        verdict = (
+            f"curvature {differs} between the NFE levels: mean turn rate {turn} rad per unit τ; p = "
+            f"{sp['curvature_p_value']:.3g} (permutation), {sp['curvature_p_value_cyclic']:.3g} (cyclic shift along u)"
+        )
+    first = np.asarray(sp["trace_first_step"], dtype=float)
+    by = sorted(set(sp["trace_first_step_by"]))
+    steps = sorted(set(sp["trace_accepted"]))
+    cause = (
+        f"first step {first.min():.4f} … {first.max():.4f} (set by {' / '.join(by)}); accepted steps "
+        f"{', '.join(map(str, steps))}; {sum(sp['trace_rejected'])} rejected steps over all u; largest error ratio "
+        f"{max(sp['trace_max_error_ratio']):.2g}"
+    )
+    return [
+        (
+            "Solver probing",
+            "the control partitions the field into regions of different curvature",
+            verdict,
+            f"turn rate |dF̂/dτ| (Ḟ = ∂F/∂τ + J·F by autograd), mean over tokens and 17 τ on dopri5's path at "
+            f"1e-7, per u; levels: dopri5's NFE at rtol {sp['rtol']:g}; {sp['curvature_draws']} relabellings "
+            "(steering.analysis.solver_trace)",
+        ),
+        (
+            "Solver probing",
+            "what sets the NFE level (not in the paper)",
+            cause,
+            "every attempted dopri5 step from torchdiffeq's step callbacks, error ratio from its stages; "
+            "`python -m steering analyze solver-trace`",
+        ),
+    ]
 
 
 def _switch_cell(sp: dict) -> str:

@@ -138,6 +138,51 @@ def test_curvature_json(small_checkpoint, tmp_path, capsys):
     for key in ("arc_to_chord", "orthogonal_share", "arc_to_chord_map", "orthogonal_share_map"):
         assert len(out[key]) == 3
     assert all(r >= 1 for r in out["arc_to_chord"]) and all(0 <= s <= 1 for s in out["orthogonal_share"])
+    assert len(out["tau"]) == 9 and out["tau"][0] == 0.0 and out["tau"][-1] == 1.0
+    for key in ("speed", "curvature"):
+        assert len(out[key]) == 3 and all(len(row) == 9 for row in out[key])
+    assert all(v > 0 for row in out["speed"] for v in row) and all(v >= 0 for row in out["curvature"] for v in row)
+
+
+def test_solver_trace_json_matches_the_regimes_nfe(small_checkpoint, capsys):
+    args = ["--prompt", "The movie was", "--json", "--checkpoint", str(small_checkpoint), "--n-u", "5"]
+    out = run_json(capsys, "analyze", "solver-trace", *args)
+    regimes = run_json(capsys, "analyze", "regimes", *args, "--n-tau", "5", "--null-draws", "50")
+    assert out["u"] == regimes["u"] and len(out["traces"]) == 5
+    assert [t["nfe"] for t in out["traces"]] == regimes["nfe"]["dopri5"]
+    for trace in out["traces"]:
+        assert trace["steps"] and all(set(s) == {"tau", "h", "error_ratio", "accepted"} for s in trace["steps"])
+        assert trace["first_step"]["h"] == trace["steps"][0]["h"] and trace["first_step"]["chosen_by"] in (
+            "100·h0",
+            "h1",
+        )
+        assert trace["nfe"] == 2 + 6 * len(trace["steps"])
+    levels = regimes["curvature_by_level"]
+    assert sorted(row["level"] for row in levels) == sorted(set(regimes["nfe"]["dopri5"]))
+    assert all(row["curvature"] >= 0 for row in levels)
+    assert regimes["p_value"] is None if len(levels) == 1 else 0 < regimes["p_value"] <= 1
+
+
+def test_contraction_json_gives_the_stretching_rate_per_u_and_tau(small_checkpoint, capsys):
+    out = run_json(
+        capsys,
+        "analyze",
+        "contraction",
+        "--json",
+        "--checkpoint",
+        str(small_checkpoint),
+        "--n-u",
+        "3",
+        "--n-tau",
+        "4",
+        "--u-values",
+        "0",
+        "--lanczos-iterations",
+        "4",
+    )
+    assert out["u"] == [-2.0, 0.0, 2.0] and len(out["tau"]) == 4
+    assert len(out["stretching"]) == 3 and all(len(row) == 4 for row in out["stretching"])
+    assert len(out["by_u"]) == 1
 
 
 def test_prompt_set_is_for_regimes_only(small_checkpoint, capsys):
@@ -156,7 +201,9 @@ def test_convergence_and_divergence_json(small_checkpoint, capsys):
     assert div["divergence_along_tau"][0] == 0.0
 
 
-@pytest.mark.parametrize("kind", ["trajectory", "sweep", "lens", "tolerance", "contraction", "regimes"])
+@pytest.mark.parametrize(
+    "kind", ["trajectory", "sweep", "lens", "tolerance", "contraction", "regimes", "curvature", "solver-trace"]
+)
 def test_every_kind_prints_text(small_checkpoint, capsys, kind):
     assert (
         main(

@@ -398,6 +398,25 @@ def test_regimes_page_shows_every_switch_and_the_alignment_test(lab_env):
     assert list(table["prompt"]) == list(PROBE_PROMPT_VARIANTS) and {"crossover", "distance", "aligned"} <= set(table)
 
 
+def test_regimes_page_reads_the_step_trace_and_the_field_over_u_and_tau(lab_env):
+    at = run_app({"prompt": "The movie was", "u": "0.5"}, page="lab_pages/regimes.py")
+    no_exception(at)
+    assert at.select_slider(key="w_reg_trace_u").value == 0.5  # starts at the page's u
+    shown = [re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown]  # without Markdown's escapes
+    readings = [text for text in shown if re.search(r"u = [+-]\d\.\d\d:", text)]
+    assert len(readings) == 2 and all(re.search(r"\d+ steps?", r) for r in readings)
+    trace = chart(at, "step_trace")
+    named = [t for t in trace["data"] if t.get("name", "").startswith("u = ")]
+    assert len(named) == 2 and named[0]["name"].startswith("u = +0.50")
+    heatmaps = [t for t in chart(at, "field_heatmaps")["data"] if t["type"] == "heatmap"]
+    assert len(heatmaps) == 3  # speed, turn rate, stretching
+    assert all(len(values(h["x"])) == 9 and len(values(h["y"])) == 5 for h in heatmaps)
+    at.select_slider(key="w_reg_trace_u").set_value(-2.0).run()
+    no_exception(at)
+    moved = [t for t in chart(at, "step_trace")["data"] if t.get("name", "").startswith("u = ")]
+    assert moved[0]["name"].startswith("u = -2.00")
+
+
 def test_trajectories_page_measures_how_curved_the_paths_are(lab_env):
     at = run_app({"u": "0.5"}, page="lab_pages/trajectories.py")
     no_exception(at)
@@ -465,3 +484,14 @@ def test_the_app_config_skips_streamlits_full_collection_after_each_rerun():
 
     config = tomllib.loads((Path(APP).parent / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
     assert config["runner"]["postScriptGC"] is False
+
+
+def test_dynamics_page_shows_the_stretching_rate_per_u(lab_env):
+    at = run_app({"prompt": "The movie was"}, page="lab_pages/dynamics.py")
+    no_exception(at)
+    lines = {t["name"]: t for t in chart(at, "stretching")["data"]}
+    assert set(lines) == {"largest over τ", "mean over τ"}
+    largest, mean = values(lines["largest over τ"]["y"]), values(lines["mean over τ"]["y"])
+    assert len(largest) == 9 and all(a >= b - 1e-9 for a, b in zip(largest, mean))
+    reading = next(re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown if "stretching rate" in m.value)
+    assert f"{max(largest):+.3g}" in reading

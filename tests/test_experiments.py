@@ -145,6 +145,11 @@ def test_quick_run_figures_agree_with_the_models_and_each_other(quick_run, tiny_
     assert sp["alignment"]["probe"]["n_prompts"] == 10
     assert sp["alignment"]["heldout"]["n_prompts"] == experiments.QUICK.alignment_heldout
     assert not any("agreement" == k or k.endswith("_agreement") for k in sp)
+    assert len(sp["trace_first_step"]) == len(sp["path_turn_rate"]) == len(sp["u"])
+    assert sorted(row["level"] for row in sp["curvature_by_level"]) == sorted(set(d))
+    assert sum(row["n_u"] for row in sp["curvature_by_level"]) == len(sp["u"])
+    assert (sp["curvature_p_value"] is None) == (len(set(d)) == 1)
+    assert all(r >= 0 for r in sp["trace_rejected"]) and all(x > 0 for x in sp["trace_first_step"])
     assert all(
         c["nfe_level"] in [seg["level"] for seg in sp["segments"]] for c in r["second_paper"]["contraction"].values()
     )
@@ -175,6 +180,8 @@ def test_quick_run_writes_the_markdown_table(quick_run):
     assert "0.068%" in md and "6.449 vs 6.471" in md  # the paper's figures sit beside ours
     assert "## The paper's alignment claim" in md and "over prompts" in md
     assert "within 15% (step counts)" in md and "agreement" not in md.replace("disagreement", "")
+    assert "regions of different curvature" in md and "what sets the NFE level" in md
+    assert ("one NFE level at every u" in md) == (results["solver_probing"]["curvature_p_value"] is None)
     assert experiments.load_results(out)["table"] == results["table"]
 
 

@@ -10,6 +10,7 @@ from steering.figures.dynamics import contraction_figure, convergence_figure
 from steering.figures.flow import curvature_figure, pca_paths_figure, probes_figure, u_colors
 from steering.figures.lens import depth_lens_heatmap, depth_lens_positions_heatmap, visible
 from steering.figures.regimes import alignment_figure, nfe_regimes_figure, steering_sweep_figure, tolerance_figure
+from steering.figures.solver_trace import field_heatmaps_figure, step_trace_figure, stretching_figure
 from steering.figures.solvers import divergence_figure, eval_points_figure
 
 TAU = np.linspace(0, 1, 5)
@@ -186,3 +187,39 @@ def test_contraction_and_convergence_figures():
     assert len(fig.data) == 3 and fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert "order 1.00" in fig.data[0].name and "too few" in fig.data[1].name
     assert fig.layout.xaxis.title.text == "steps N"
+
+
+def step(tau, h, ratio, accepted):
+    return NS(tau=tau, h=h, error_ratio=ratio, accepted=accepted)
+
+
+def test_step_trace_marks_rejected_attempts():
+    a = NS(
+        u=np.array([0.5, 0.0]),
+        steps=[step(0, 0.1, 1e-6, True), step(0.1, 1.0, 1.4, False), step(0.1, 0.5, 0.3, True)],
+        nfe=20,
+    )
+    a.accepted = [s for s in a.steps if s.accepted]
+    b = NS(u=np.array([0.6, 0.0]), steps=[step(0, 0.1, 0.0, True), step(0.1, 1.0, 1e-5, True)], nfe=14)
+    b.accepted = b.steps
+    fig = step_trace_figure([a, b])
+    assert len(fig.data) == 4 and fig.data[0].name == "u = +0.50: 2 steps, NFE 20"
+    assert list(fig.data[0].marker.symbol) == ["circle", "x", "circle"]
+    assert list(fig.data[1].y) == pytest.approx([1e-6, 1.4, 0.3])
+    assert min(fig.data[3].y) > 0  # a zero error ratio still has a place on the log axis
+    assert fig.layout.yaxis2.type == "log" and any(s.y0 == 1.0 for s in fig.layout.shapes)
+
+
+def test_field_heatmaps_over_u_and_tau():
+    g = NS(u=np.array([-1.0, 0.0, 1.0]), tau=TAU, speed=np.ones((3, 5)), curvature=np.zeros((3, 5)), stretching=None)
+    assert len(field_heatmaps_figure(g).data) == 2
+    g.stretching = np.linspace(-2, 1, 15).reshape(3, 5)
+    fig = field_heatmaps_figure(g)
+    assert len(fig.data) == 3 and np.asarray(fig.data[2].z).shape == (5, 3)  # τ up, u across
+    assert fig.data[2].zmin == -2 and fig.data[2].zmax == 2  # centred on 0
+
+
+def test_stretching_figure_per_u():
+    g = NS(u=np.array([-1.0, 1.0]), stretching=np.array([[-1.0, -3.0], [0.5, -0.5]]))
+    fig = stretching_figure(g)
+    assert list(fig.data[0].y) == [-1.0, 0.5] and list(fig.data[1].y) == [-2.0, 0.0]

@@ -26,6 +26,7 @@ KINDS = (
     "fluency",
     "wordprobe",
     "curvature",
+    "solver-trace",
 )
 PROMPT_SETS = ("probe", "heldout")
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "steering-analysis-cache"
@@ -97,6 +98,12 @@ def add_analyze_args(p):
         "fluency: 50 prompts, as evaluate)",
     )
     p.add_argument("--cache", default=str(DEFAULT_CACHE), help="where the PCA map is stored (pca, curvature)")
+    p.add_argument(
+        "--lanczos-iterations",
+        type=int,
+        default=20,
+        help="J·v and Jᵀ·v products per point for the stretching rate (contraction)",
+    )
 
 
 def _grid(args) -> np.ndarray:
@@ -210,7 +217,35 @@ def _regimes(args, model, tok, u, solver, n_tau):
         "switches: " + (", ".join(f"u = {s.u:+.2f} ({s.from_level:g} -> {s.to_level:g})" for s in r.switches) or "none")
     )
     lines.append(r.reading)
-    return r.to_dict(), "\n".join(lines)
+    report = r.to_dict()
+    if hasattr(model, "field"):
+        report.update(_curvature_by_level(args, model, tok, r))
+        levels = ", ".join(f"{row['level']} NFE: {row['curvature']:.4g}" for row in report["curvature_by_level"])
+        p = report["p_value"]
+        lines.append(
+            f"mean path curvature (turn rate of F, rad per unit τ) by {args.solvers[0]} NFE level: {levels}; "
+            + (
+                "one level, nothing to compare"
+                if p is None
+                else f"p = {p:.3g} (permutation), {report['p_value_cyclic']:.3g} (cyclic shift)"
+            )
+        )
+    return report, "\n".join(lines)
+
+
+def _curvature_by_level(args, model, tok, r) -> dict:
+    """Each u's path curvature on the regimes grid, averaged per NFE level of the first solver, and the test."""
+    from .solver_trace import curvature_by_level, field_geometry
+
+    other = args.style if args.axis == "sentiment" else args.sentiment
+    g = field_geometry(model, tok, args.prompt, r.u, n_tau=args.n_tau or 17, axis=args.axis, other=other)
+    test = curvature_by_level(r.nfe[args.solvers[0]], g.path_curvature, draws=args.null_draws)
+    return {
+        "curvature_by_level": test["levels"],
+        "p_value": test["p_value"],
+        "p_value_cyclic": test["p_value_cyclic"],
+        "path_curvature": g.path_curvature,
+    }
 
 
 def prompt_set(name: str, tok, n: int) -> list[str]:
@@ -277,6 +312,7 @@ def _regimes_over_prompts(args, model, tok):
 def _curvature(args, model, tok, u, solver, n_tau):
     from .curvature import curvature_by_u
     from .pca import checkpoint_identity, pca_map_for_checkpoint
+    from .solver_trace import field_geometry
 
     other = args.style if args.axis == "sentiment" else args.sentiment
     reference = SolverConfig("dopri5", rtol=args.reference_rtol, atol=args.reference_atol, max_steps=args.max_steps)
@@ -292,7 +328,14 @@ def _curvature(args, model, tok, u, solver, n_tau):
         f"u={v:+.2f}: {a - 1:.2e}  {o:.4f} | {am - 1:.2e}  {om:.4f}"
         for v, a, o, am, om in zip(c.u, c.arc_to_chord, c.orthogonal_share, c.arc_to_chord_map, c.orthogonal_share_map)
     ]
-    return {"prompt": args.prompt, **c.to_dict()}, "\n".join(lines)
+    g = field_geometry(model, tok, args.prompt, c.u, n_tau=n_tau or 33, axis=args.axis, other=other, solver=reference)
+    lines.append("along τ: speed |α·F| and turn rate |dF̂/dτ| (mean over tokens), min..max over τ")
+    lines += [
+        f"u={v:+.2f}: speed {sp.min():.4g}..{sp.max():.4g}, turn {cu.min():.3g}..{cu.max():.3g}"
+        for v, sp, cu in zip(g.u, g.speed, g.curvature)
+    ]
+    geometry = {k: v for k, v in g.to_dict().items() if k not in ("u", "axis", "stretching")}
+    return {"prompt": args.prompt, **c.to_dict(), **geometry}, "\n".join(lines)
 
 
 def _tolerance(args, model, tok, u, solver, n_tau):
@@ -332,6 +375,7 @@ def _lens(args, model, tok, u, solver, n_tau):
 
 def _contraction(args, model, tok, u, solver, n_tau):
     from .dynamics import contraction_by_u
+    from .solver_trace import field_geometry
 
     results = contraction_by_u(model, tok, args.prompt, args.u_values, axis=args.axis, n_tau=n_tau or 33)
     lines = [
@@ -339,7 +383,22 @@ def _contraction(args, model, tok, u, solver, n_tau):
         f"contractive everywhere: {c.contractive}"
         for c in results
     ]
-    return {"by_u": [c.to_dict() for c in results]}, "\n".join(lines)
+    other = args.style if args.axis == "sentiment" else args.sentiment
+    g = field_geometry(
+        model,
+        tok,
+        args.prompt,
+        _grid(args),
+        n_tau=n_tau or 17,
+        stretching=True,
+        lanczos_iterations=args.lanczos_iterations,
+        axis=args.axis,
+        other=other,
+    )
+    lines.append("local stretching rate λ_max((J + Jᵀ)/2) along τ (negative: contraction), min..max over τ")
+    lines += [f"u={v:+.2f}: {row.min():+.4g}..{row.max():+.4g}" for v, row in zip(g.u, g.stretching)]
+    report = {"by_u": [c.to_dict() for c in results], "u": g.u, "tau": g.tau, "stretching": g.stretching}
+    return report, "\n".join(lines)
 
 
 def _convergence(args, model, tok, u, solver, n_tau):
@@ -420,6 +479,24 @@ def _wordprobe(args, model, tok, u, solver, n_tau):
     return report, "\n".join(lines)
 
 
+def _solver_trace(args, model, tok, u, solver, n_tau):
+    from .solver_trace import solver_traces
+
+    other = args.style if args.axis == "sentiment" else args.sentiment
+    config = SolverConfig(args.solvers[0], rtol=args.rtol, atol=args.atol, max_steps=args.max_steps)
+    t = solver_traces(model, tok, args.prompt, _grid(args), config, axis=args.axis, other=other)
+    lines = [f"{args.prompt!r}, {config.label()}: every attempted step (τ, h, error ratio, accepted)"]
+    for value, trace in zip(t.u, t.traces):
+        steps = "  ".join(
+            f"({s.tau:.3f}, {s.h:.3f}, {s.error_ratio:.2g}{'' if s.accepted else ', REJECTED'})" for s in trace.steps
+        )
+        lines.append(
+            f"u={value:+.2f}: NFE {trace.nfe}, first step {trace.first_step.h:.4f} "
+            f"({trace.first_step.chosen_by}): {steps}"
+        )
+    return t.to_dict(), "\n".join(lines)
+
+
 ANALYSES = {
     "trajectory": _trajectory,
     "pca": _pca,
@@ -435,4 +512,5 @@ ANALYSES = {
     "fluency": _fluency,
     "wordprobe": _wordprobe,
     "curvature": _curvature,
+    "solver-trace": _solver_trace,
 }
