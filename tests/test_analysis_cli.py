@@ -142,6 +142,9 @@ def test_curvature_json(small_checkpoint, tmp_path, capsys):
     for key in ("speed", "curvature"):
         assert len(out[key]) == 3 and all(len(row) == 9 for row in out[key])
     assert all(v > 0 for row in out["speed"] for v in row) and all(v >= 0 for row in out["curvature"] for v in row)
+    tokens = out["token_strings"]  # each token's own path, not only the mean path
+    assert len(out["token_arc_to_chord"]) == 3 and all(len(row) == len(tokens) for row in out["token_arc_to_chord"])
+    assert all(r >= 1 for row in out["token_arc_to_chord"] for r in row)
 
 
 def test_solver_trace_json_matches_the_regimes_nfe(small_checkpoint, capsys):

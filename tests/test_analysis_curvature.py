@@ -5,7 +5,13 @@ import math
 import numpy as np
 import pytest
 
-from steering.analysis.curvature import curvature_by_u, curvature_of, path_curvature, straightness_note
+from steering.analysis.curvature import (
+    curvature_by_u,
+    curvature_of,
+    path_curvature,
+    straightness_note,
+    token_path_curvature,
+)
 from steering.analysis.pca import fit_pca_map
 from steering.analysis.trajectories import compute_trajectory
 from steering.ode import SolverConfig
@@ -68,6 +74,7 @@ def test_curvature_by_u(small_hybrid, small_tokenizer):
     for key in ("arc_to_chord", "orthogonal_share", "arc_to_chord_map", "orthogonal_share_map"):
         assert len(out[key]) == 3
     assert np.all(c.arc_to_chord >= 1) and np.all((c.orthogonal_share >= 0) & (c.orthogonal_share <= 1))
+    assert c.token_arc_to_chord.shape == (3, len(c.token_strings)) and np.all(c.token_arc_to_chord >= 1)
     top = c.most_curved()
     assert top["orthogonal_share"] == pytest.approx(c.orthogonal_share.max())
     assert top["orthogonal_share_u"] == c.u[int(c.orthogonal_share.argmax())]
@@ -86,3 +93,16 @@ def test_straightness_note_reads_the_config():
     assert "stage 2 penalised path roughness with weight 1,200" in straightness_note(shipped)
     assert "|H(0)|²" in straightness_note(shipped)
     assert "does not record" in straightness_note({})
+
+
+def test_token_path_curvature_is_each_tokens_arc_over_chord():
+    tau = np.linspace(0, 1, 65)
+    quarter = np.stack([np.cos(tau * np.pi / 2), np.sin(tau * np.pi / 2)], -1)  # a quarter circle
+    straight = np.stack([tau, 2 * tau], -1)
+    still = np.zeros_like(straight)
+    states = np.stack([quarter, straight, still], 1)  # [T, tokens, d]
+    ratio = token_path_curvature(states)
+    assert ratio[0] == pytest.approx(np.pi / (2 * np.sqrt(2)), rel=1e-3)
+    assert ratio[1] == pytest.approx(1.0) and ratio[2] == 1.0
+    with pytest.raises(ValueError, match="tokens"):
+        token_path_curvature(quarter)

@@ -325,8 +325,11 @@ def _curvature(args, model, tok, u, solver, n_tau):
         "share of the displacement orthogonal to the chord; full space | PCA map"
     ]
     lines += [
-        f"u={v:+.2f}: {a - 1:.2e}  {o:.4f} | {am - 1:.2e}  {om:.4f}"
-        for v, a, o, am, om in zip(c.u, c.arc_to_chord, c.orthogonal_share, c.arc_to_chord_map, c.orthogonal_share_map)
+        f"u={v:+.2f}: {a - 1:.2e}  {o:.4f} | {am - 1:.2e}  {om:.4f} | tokens' own paths: "
+        f"median {np.median(t - 1):.2e}, max {np.max(t - 1):.2e}"
+        for v, a, o, am, om, t in zip(
+            c.u, c.arc_to_chord, c.orthogonal_share, c.arc_to_chord_map, c.orthogonal_share_map, c.token_arc_to_chord
+        )
     ]
     g = field_geometry(model, tok, args.prompt, c.u, n_tau=n_tau or 33, axis=args.axis, other=other, solver=reference)
     lines.append("along τ: speed |α·F| and turn rate |dF̂/dτ| (mean over tokens), min..max over τ")

@@ -80,6 +80,8 @@ class Curvature:
     solver: str
     n_tau: int
     axis: str = "sentiment"
+    token_arc_to_chord: np.ndarray | None = None  # [n, tokens]: each token's own path in full space
+    token_strings: list[str] | None = None
 
     def most_curved(self) -> dict:
         """The largest of each figure over u (paths without a chord left out): for a headline."""
@@ -112,6 +114,8 @@ class Curvature:
             "orthogonal_share_map": self.orthogonal_share_map,
             "solver": self.solver,
             "n_tau": self.n_tau,
+            "token_arc_to_chord": self.token_arc_to_chord,
+            "token_strings": self.token_strings,
         }
 
 
@@ -137,6 +141,8 @@ def curvature_of(trajectories: list[Trajectory], map_paths=None, axis: str = "se
         solver=trajectories[0].solver_label,
         n_tau=len(trajectories[0].tau),
         axis=axis,
+        token_arc_to_chord=np.array([token_path_curvature(t.states) for t in trajectories]),
+        token_strings=list(trajectories[0].token_strings),
     )
 
 

@@ -184,7 +184,7 @@ def contraction(
     h = model.encode(idx).expand(n_probes, -1, -1).contiguous()
     f = _bound_field(model.field, control.expand(n_probes, -1), h)
     f_one = _bound_field(model.field, control, h[:1])
-    per_token = model.field.mix is None
+    per_token = not model.field.mixes_tokens
     gen = torch.Generator().manual_seed(seed)
     v = torch.randn(h.shape, generator=gen).to(h.device)
     v = v / v.flatten(1).norm(dim=1).view(-1, 1, 1)

@@ -383,7 +383,7 @@ def field_geometry(
     idx, strings = prompt_tensor(model, tok, prompt)
     taus = tau_grid(n_tau).to(idx.device)
     h0 = model.encode(idx)
-    per_token = getattr(model.field, "mix", None) is None
+    per_token = not model.field.mixes_tokens
     gen = torch.Generator().manual_seed(seed)
     speed, turn, stretch = [], [], []
     for value in grid:
