@@ -22,7 +22,7 @@ cancels out as far as it can:
   generating 32 tokens and generating 1, over 31, so the prompt's prefill is not billed to
   the decode rate. The floor beside it: one matrix product with as many weights as a token's
   products use (decode_weight_macs), timed in fp32 and bf16, the faster kept.
-* training-step peak memory of the hybrid (forward with the roughness term as in
+* training-step peak memory of the hybrid (forward with the middle's penalty as in
   training, cross-entropy, backward), 64 against 4 Euler steps, with the adjoint method
   and with direct backprop. Method: each configuration runs in a fresh Python
   subprocess with glibc's mmap threshold fixed (MALLOC_MMAP_THRESHOLD_), so freed
@@ -445,9 +445,9 @@ def _load_models(spec: dict):
 
 
 def training_step(model, x: torch.Tensor, y: torch.Tensor, u: torch.Tensor, solver: SolverConfig):
-    """One training step's forward and backward, as the trainer computes it (LM loss + roughness)."""
-    logits, roughness = model(x, u, solver)
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)) + roughness
+    """One training step's forward and backward, as the trainer computes it (LM loss + the middle's penalties)."""
+    logits, penalties = model(x, u, solver)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)) + sum(penalties.values())
     loss.backward()
 
 
