@@ -24,7 +24,7 @@ STEPS, STAGE2_STEPS = 16, 4
 RUN = [
     "--preset", "tiny", "--steps", str(STEPS), "--stage2-steps", str(STAGE2_STEPS), "--eval-every", "5",
     "--tokens-per-batch", "512", "--stage2-tokens-per-batch", "512", "--max-reviews", "1000",
-    "--save-every-s", "0", "--dist-timeout-s", "60", "--no-progress",
+    "--save-every-s", "0", "--dist-timeout-s", "120", "--no-progress",
 ]  # fmt: skip
 EVERY_STEP = [(1, s) for s in range(STEPS)] + [(2, s) for s in range(STAGE2_STEPS)]
 LIMIT_S = 240  # one run, here about 20-40 s; past this the test kills the whole tree and fails
