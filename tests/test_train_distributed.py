@@ -27,7 +27,7 @@ RUN = [
     "--save-every-s", "0", "--dist-timeout-s", "120", "--no-progress",
 ]  # fmt: skip
 EVERY_STEP = [(1, s) for s in range(STEPS)] + [(2, s) for s in range(STAGE2_STEPS)]
-LIMIT_S = 240  # one run, here about 20-40 s; past this the test kills the whole tree and fails
+LIMIT_S = 400  # one run: 60-130 s here with its core shared by other jobs; past this the test kills its tree and fails
 
 
 def _free_port() -> int:
