@@ -83,6 +83,7 @@ def _train_args(p):
     option(run, "seed", "N", "initialisation and batches", int)
     option(run, "eval_every", "N", "held-out loss every N steps", int)
     option(run, "save_every_s", "S", "resumable state at least every S s")
+    option(run, "dist_timeout_s", "S", "torchrun: wait S s for a peer")
     run.add_argument("--no-progress", action="store_true", help="progress lines (ETA) in place of a bar")
 
     model = p.add_argument_group("model")

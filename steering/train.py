@@ -26,12 +26,14 @@ import time
 import warnings
 from collections import deque
 from dataclasses import asdict, dataclass, fields, replace
+from datetime import timedelta
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load, save_file
+from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from . import data
@@ -113,6 +115,8 @@ class TrainConfig:
     eval_every: int = 100
     eval_reviews: int = 200
     save_every_s: float = 300.0  # resumable state at least this often (and at every eval)
+    # under torchrun: how long a rank waits in a collective for a peer before the run fails (gloo's own: 30 min)
+    dist_timeout_s: float = 600.0
 
 
 # Stage 2's fixed choices (each was an option once; docs/journal.md#removed-training-options has what the others gave)
@@ -248,7 +252,7 @@ def _loopback_interface() -> str | None:
     return next((name for _, name in socket.if_nameindex() if name.startswith("lo")), None)
 
 
-def _dist_setup(device: torch.device) -> tuple[int, int]:
+def _dist_setup(device: torch.device, timeout_s: float = 600.0) -> tuple[int, int]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
         single_node = os.environ.get("LOCAL_WORLD_SIZE") == str(world)
@@ -258,13 +262,65 @@ def _dist_setup(device: torch.device) -> tuple[int, int]:
             loopback = _loopback_interface()
             if loopback:
                 os.environ["GLOO_SOCKET_IFNAME"] = loopback
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        # a peer that stops answering fails the run after timeout_s, and torchrun then ends (or restarts) it
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=timeout_s))
     return (dist.get_rank(), world) if world > 1 else (0, 1)
 
 
 def _barrier(world: int):
     if world > 1:
         dist.barrier()
+
+
+# Every rank runs the same collectives in the same order: what only rank 0 can know (the disk, the
+# clock) is decided there and sent to the others by the helpers below (tensors only: no pickle).
+
+
+def _broadcast_bytes(payload: bytes | None, rank: int, world: int, device: torch.device) -> bytes:
+    """Rank 0's payload, on every rank."""
+    if world == 1:
+        return payload
+    length = torch.tensor([len(payload) if rank == 0 else 0], dtype=torch.int64, device=device)
+    dist.broadcast(length, 0)
+    if int(length) == 0:
+        return b""
+    if rank == 0:
+        buffer = torch.frombuffer(bytearray(payload), dtype=torch.uint8).to(device)
+    else:
+        buffer = torch.empty(int(length), dtype=torch.uint8, device=device)
+    dist.broadcast(buffer, 0)
+    return buffer.cpu().numpy().tobytes()
+
+
+def _agree(flag: bool, world: int, device: torch.device) -> bool:
+    """Rank 0's flag, on every rank."""
+    if world == 1:
+        return flag
+    value = torch.tensor([int(flag)], dtype=torch.int64, device=device)
+    dist.broadcast(value, 0)
+    return bool(value.item())
+
+
+def _rng_states(sampler_gen: torch.Generator, world: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """Every rank's batch sampler and torch RNG states (a collective): rank 0's as rng.sampler and
+    rng.torch, rank r's as rng.sampler.r and rng.torch.r."""
+    mine = [sampler_gen.get_state(), torch.get_rng_state()]
+    per_rank = [mine]
+    if world > 1:
+        flat = torch.cat(mine).to(device)
+        gathered = [torch.empty_like(flat) for _ in range(world)]
+        dist.all_gather(gathered, flat)
+        per_rank = [list(g.cpu().split([len(m) for m in mine])) for g in gathered]
+    states = {}
+    for r, (sampler_state, torch_state) in enumerate(per_rank):
+        suffix = f".{r}" if r else ""
+        states[f"rng.sampler{suffix}"], states[f"rng.torch{suffix}"] = sampler_state, torch_state
+    return states
+
+
+def _elastic_restart() -> bool:
+    """True in workers that torchrun restarted (--max-restarts) after a failure: they resume."""
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
 
 
 # ---------------------------------------------------------------- data
@@ -279,15 +335,18 @@ def _training_reviews(cfg: TrainConfig):
     return reviews
 
 
-def prepare_tokenizer(cfg: TrainConfig, reviews, rank: int, world: int):
-    """Reuse --tokenizer, else the one in the output folder, else train one (rank 0) and share it."""
+def prepare_tokenizer(cfg: TrainConfig, reviews, rank: int, world: int, device: torch.device | None = None):
+    """Reuse --tokenizer, else the one in the output folder, else train one; rank 0 reads or trains it
+    and sends it to the others (who never look for the file: their disk may not have it yet, or at all)."""
     path = Path(cfg.tokenizer) if cfg.tokenizer else Path(cfg.out) / TOKENIZER
-    if not path.is_file():
-        if rank == 0:
+    payload = None
+    if rank == 0:
+        if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
             train_tokenizer((r.text for r in reviews), cfg.vocab_size).save(str(path))
-        _barrier(world)
-    return load_tokenizer(path)
+        load_tokenizer(path)  # its errors name the file
+        payload = path.read_bytes()
+    return Tokenizer.from_str(_broadcast_bytes(payload, rank, world, device or torch.device("cpu")).decode())
 
 
 def heldout_batch(tok, block_size: int, n_reviews: int):
@@ -432,8 +491,9 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig):
 # ---------------------------------------------------------------- resumable state (no pickle)
 
 
-def _save_state(path: Path, model, opt, step: int, stage: int, sampler_gen: torch.Generator, history):
-    """Write the state into a fresh folder and swap it in, so a kill mid-save leaves the last good one."""
+def _save_state(path: Path, model, opt, step: int, stage: int, rng: dict[str, torch.Tensor], history):
+    """Write the state into a fresh folder and swap it in, so a kill mid-save leaves the last good one.
+    rng: every rank's RNG states (_rng_states)."""
     fresh, old = path.with_name(path.name + ".new"), path.with_name(path.name + ".old")
     shutil.rmtree(fresh, ignore_errors=True)
     tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
@@ -441,8 +501,7 @@ def _save_state(path: Path, model, opt, step: int, stage: int, sampler_gen: torc
     for pid, st in opt_state["state"].items():
         for k, v in st.items():
             tensors[f"opt.{pid}.{k}"] = torch.as_tensor(v).cpu().contiguous()
-    tensors["rng.sampler"] = sampler_gen.get_state()
-    tensors["rng.torch"] = torch.get_rng_state()
+    tensors.update(rng)
     fresh.mkdir(parents=True)
     save_file(tensors, str(fresh / "state.safetensors"))
     (fresh / "state.json").write_text(
@@ -465,9 +524,17 @@ def _resume_dir(path: Path) -> Path | None:
     return None
 
 
-def _load_state(path: Path, model, opt, sampler_gen: torch.Generator):
-    meta = json.loads((path / "state.json").read_text())
-    tensors = load_file(str(path / "state.safetensors"))
+def _share_state(saved: Path | None, rank: int, world: int, device: torch.device):
+    """(meta, tensors) of the saved state rank 0 found (None, None when it found none), on every rank."""
+    meta_bytes = (saved / "state.json").read_bytes() if rank == 0 and saved is not None else b""
+    meta_bytes = _broadcast_bytes(meta_bytes, rank, world, device)
+    if not meta_bytes:
+        return None, None
+    tensor_bytes = (saved / "state.safetensors").read_bytes() if rank == 0 else None
+    return json.loads(meta_bytes), load(_broadcast_bytes(tensor_bytes, rank, world, device))
+
+
+def _load_state(meta: dict, tensors: dict, model, opt, sampler_gen: torch.Generator, rank: int = 0):
     model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
     state: dict = {}
     for k, v in tensors.items():
@@ -475,8 +542,11 @@ def _load_state(path: Path, model, opt, sampler_gen: torch.Generator):
             _, pid, name = k.split(".", 2)
             state.setdefault(int(pid), {})[name] = v
     opt.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
-    sampler_gen.set_state(tensors["rng.sampler"])
-    torch.set_rng_state(tensors["rng.torch"])
+    # this rank's own RNG states (a state saved by fewer ranks has none for the others: they keep their seeds)
+    suffix = f".{rank}" if rank else ""
+    if f"rng.sampler{suffix}" in tensors:
+        sampler_gen.set_state(tensors[f"rng.sampler{suffix}"])
+        torch.set_rng_state(tensors[f"rng.torch{suffix}"])
     return meta
 
 
@@ -527,14 +597,14 @@ def _freeze_for_stage2(model, beyond_only: bool = False):
 def train(cfg: TrainConfig, progress: bool = True) -> Path:
     """Train per cfg; write weights, config, tokenizer and a JSONL log into cfg.out."""
     device = resolve_device(cfg.device)
-    rank, world = _dist_setup(device)
+    rank, world = _dist_setup(device, cfg.dist_timeout_s)
     if device.type == "cuda" and world > 1:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
         torch.cuda.set_device(device)
     torch.manual_seed(cfg.seed)
     out = Path(cfg.out)
     reviews = _training_reviews(cfg)
-    tok = prepare_tokenizer(cfg, reviews, rank, world)
+    tok = prepare_tokenizer(cfg, reviews, rank, world, device)
     cfg = replace(cfg, vocab_size=tok.get_vocab_size())
     split = data.encode_reviews(tok, reviews, bos_id(tok))
     val_x, val_y, val_u = heldout_batch(tok, cfg.block_size, cfg.eval_reviews)
@@ -556,15 +626,22 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         stages.append((2, cfg.stage2_steps, cfg.stage2_lr))
 
     state_dir = out / "resume"
-    saved = _resume_dir(state_dir) if cfg.resume else None
+    # rank 0 looks for the saved state (a worker torchrun restarted resumes too) and sends it to every rank
+    resume = cfg.resume or _elastic_restart()
+    saved, saved_tensors = _share_state(_resume_dir(state_dir) if resume and rank == 0 else None, rank, world, device)
     start_stage, start_step, history = 1, 0, deque(maxlen=200)
     if saved is not None:
-        start_stage = json.loads((saved / "state.json").read_text())["stage"]
+        start_stage = saved["stage"]
     log_path = out / LOG
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
-        if not (cfg.resume and log_path.is_file()):
+        if saved is None:
             log_path.write_text("")
+        elif log_path.is_file():
+            _truncate_log(log_path, saved["stage"], saved["step"])  # a resumed run logs each step once
+        if resume:
+            at = "nothing saved, from the start" if saved is None else f"stage {saved['stage']} step {saved['step']}"
+            print(f"resuming {out}: {at}", flush=True)
 
     for stage, n_steps, lr in stages:
         if stage < start_stage:
@@ -582,10 +659,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             scales = {model.field.beyond_positive.weight: cfg.beyond_positive_lr_scale}
         opt = _make_optimizer(model, lr, cfg.weight_decay if stage == 1 else 0.0, scales)
         if saved is not None and stage == start_stage:
-            meta = _load_state(saved, model, opt, sampler_gen)
+            meta = _load_state(saved, saved_tensors, model, opt, sampler_gen, rank)
             start_step, history = meta["step"], deque(meta["grad_history"], maxlen=200)
-            if rank == 0:
-                _truncate_log(log_path, stage, start_step)
         else:
             # each stage trains a different set of parameters: its grad norms get their own median
             start_step, history = 0, deque(maxlen=200)
@@ -632,6 +707,11 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             torch.nn.utils.clip_grad_norm_(trainable, cfg.grad_clip)
             opt.step()
             tokens_per_s = n_tokens * world / (time.perf_counter() - t0)
+            last = step == n_steps - 1
+            evaluate = (step + 1) % cfg.eval_every == 0 or last
+            # rank 0's clock decides, and every rank gives its RNG states to the save
+            save = _agree(evaluate or time.perf_counter() - last_save >= cfg.save_every_s, world, device)
+            rng = _rng_states(sampler_gen, world, device) if save else None
             if rank != 0:
                 continue
             record = {
@@ -648,15 +728,14 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                 "exploding": bool(exploding),
                 "vanishing": bool(vanishing),
             }
-            last = step == n_steps - 1
-            if (step + 1) % cfg.eval_every == 0 or last:
+            if evaluate:
                 record["val_loss"] = evaluate_loss(model, val_x.to(device), val_y.to(device))
                 if cfg.arch == "hybrid":
                     record["val_loss_conditioned"] = evaluate_loss(
                         model, val_x.to(device), val_y.to(device), val_u.to(device)
                     )
-            if "val_loss" in record or time.perf_counter() - last_save >= cfg.save_every_s:
-                _save_state(state_dir, model, opt, step + 1, stage, sampler_gen, history)
+            if save:
+                _save_state(state_dir, model, opt, step + 1, stage, rng, history)
                 last_save = time.perf_counter()
             with log_path.open("a") as f:
                 f.write(json.dumps(record) + "\n")

@@ -56,3 +56,28 @@ def test_scripts_test_sh_lints_before_pytest():
     script = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
     lint, fmt, tests = (script.index(s) for s in ("ruff check .", "ruff format --check .", "-m pytest"))
     assert lint < tests and fmt < tests
+
+
+def test_a_hanging_test_fails_with_its_traceback_instead_of_holding_the_suite(tmp_path):
+    """The per-test limit (pytest-timeout, from pyproject) is in force; here shortened to 2 s."""
+    import subprocess
+    import sys
+    import time
+
+    limits = PYPROJECT["tool"]["pytest"]["ini_options"]
+    assert 0 < limits["timeout"] <= 900 and limits["timeout_method"] == "signal"
+    assert any(line.startswith("pytest-timeout==") for line in requirement_lines("requirements-dev.txt"))
+    (tmp_path / "test_hangs.py").write_text("import time\n\n\ndef test_hangs():\n    time.sleep(3600)\n")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(ROOT / "pyproject.toml")]
+    started = time.monotonic()
+    # run's own time-out kills the (single) pytest process and fails this test should the limit not work
+    done = subprocess.run(
+        [*cmd, "--rootdir", str(tmp_path), "-o", "timeout=2", "test_hangs.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and time.monotonic() - started < 60, output
+    assert "Timeout (>2.0s)" in output and "time.sleep(3600)" in output and "1 failed" in output, output

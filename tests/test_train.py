@@ -2,7 +2,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import warnings
@@ -109,69 +108,6 @@ def test_resume_continues_exactly_where_it_stopped(tmp_path, monkeypatch):
         assert torch.allclose(a, b, atol=1e-3), name
     steps = [r["step"] for r in read_log(tmp_path / "resumed") if r["stage"] == 1]
     assert steps[-1] == QUICK["steps"] - 1 and steps.count(20) == 1
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _torchrun_tiny_training(out: Path, timeout: int) -> tuple[int | None, str]:
-    """(exit code or None when it hung, its combined output)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node=2",
-        "--master_addr=127.0.0.1",
-        f"--master_port={_free_port()}",
-        "-m",
-        "steering",
-        "train",
-        "--preset",
-        "tiny",
-        "--out",
-        str(out),
-        "--steps",
-        "30",
-        "--stage2-steps",
-        "6",
-        "--eval-every",
-        "15",
-        "--max-reviews",
-        "1000",
-        "--no-progress",
-    ]
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, output
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        return None, proc.communicate()[0]
-
-
-def test_torchrun_with_two_processes(tmp_path):
-    # about 15 s here. One CI run hung in this test; a second try on a fresh port tells a
-    # one-off rendezvous hang (reported as a warning, with its output) from a real deadlock
-    out = tmp_path / "ddp"
-    code, output = _torchrun_tiny_training(out, timeout=150)
-    if code is None:
-        warnings.warn(f"torchrun hung for 150 s, retrying on a fresh port; its output:\n{output[-3000:]}", stacklevel=2)
-        out = tmp_path / "ddp-retry"
-        code, output = _torchrun_tiny_training(out, timeout=150)
-    assert code is not None, f"torchrun hung twice; its output:\n{output[-4000:]}"
-    assert code == 0, output[-3000:]
-    config = json.loads((out / "config.json").read_text())
-    assert config["meta"]["world_size"] == 2
-    log = read_log(out)
-    assert len(log) == 36  # rank 0 logs once per step
-    assert log[0]["tokens"] > 1024  # tokens of both ranks are counted
-    load_checkpoint(out)
 
 
 def test_stage2_loss_contrasts_each_axis_and_also_fits_u_zero(small_hybrid):

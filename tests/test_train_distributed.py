@@ -1,0 +1,180 @@
+"""train under torchrun: no collective hangs on a rank's view of the disk, a lost worker ends the run (or
+torchrun restarts it and it resumes), and two torchrun "nodes" on loopback train together.
+
+Every test ends every process it started (tests/process_tree.py), and fails rather than waits."""
+
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from process_tree import Launched
+
+from steering.checkpoint import load_checkpoint, read_log
+
+ROOT = Path(__file__).resolve().parent.parent
+STEPS, STAGE2_STEPS = 16, 4
+# tiny, short, and resumable state after every step, so a kill anywhere has one to resume from
+RUN = [
+    "--preset", "tiny", "--steps", str(STEPS), "--stage2-steps", str(STAGE2_STEPS), "--eval-every", "5",
+    "--tokens-per-batch", "512", "--stage2-tokens-per-batch", "512", "--max-reviews", "1000",
+    "--save-every-s", "0", "--dist-timeout-s", "120", "--no-progress",
+]  # fmt: skip
+EVERY_STEP = [(1, s) for s in range(STEPS)] + [(2, s) for s in range(STAGE2_STEPS)]
+LIMIT_S = 400  # one run: 60-130 s here with its core shared by other jobs; past this the test kills its tree and fails
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(**extra) -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT), **extra}
+
+
+def _torchrun(*launcher: str) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", *launcher]
+
+
+def _two_processes(port: int, *extra: str) -> list[str]:
+    return _torchrun("--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(port), *extra)
+
+
+def _log_lines(out: Path) -> int:
+    log = out / "train_log.jsonl"
+    return len(log.read_text().splitlines()) if log.is_file() else 0
+
+
+def _steps(out: Path) -> list[tuple[int, int]]:
+    return [(r["stage"], r["step"]) for r in read_log(out)]
+
+
+HOLD_RANK1 = """
+import os, runpy, sys, time
+from pathlib import Path
+
+import steering.train
+
+def held_back(*args, **kwargs):
+    rank, world = setup(*args, **kwargs)
+    while rank != 0 and not Path(os.environ["HOLD_UNTIL"]).is_file():
+        time.sleep(0.05)
+    return rank, world
+
+setup, steering.train._dist_setup = steering.train._dist_setup, held_back
+sys.argv = ["steering", "train", *sys.argv[1:]]
+runpy.run_module("steering", run_name="__main__")
+"""
+
+
+@pytest.fixture(scope="module")
+def late_rank(tmp_path_factory):
+    """A two-process run without --tokenizer whose rank 1, once in the process group, waits until rank 0
+    has written tokenizer.json (what a loaded machine does at random: such a rank skipped the tokenizer's
+    barrier that rank 0 waited in, and the run hung)."""
+    root = tmp_path_factory.mktemp("late_rank")
+    out = root / "run"
+    (root / "hold_rank1.py").write_text(HOLD_RANK1)
+    cmd = _two_processes(_free_port(), str(root / "hold_rank1.py"), "--out", str(out), *RUN)
+    with Launched(cmd, root / "output.txt", cwd=ROOT, env=_env(HOLD_UNTIL=str(out / "tokenizer.json"))) as run:
+        code = run.wait(LIMIT_S)
+        assert code == 0, run.output()[-4000:]
+        assert run.left_behind() == []
+    return out
+
+
+def test_two_processes_with_rank1_started_late_train_together(late_rank):
+    config = json.loads((late_rank / "config.json").read_text())
+    assert config["meta"]["world_size"] == 2
+    log = read_log(late_rank)
+    assert _steps(late_rank) == EVERY_STEP  # rank 0 logs once per step
+    assert log[0]["tokens"] > 512  # tokens of both ranks are counted
+    load_checkpoint(late_rank)
+
+
+def _kill_rank1_mid_run(run: Launched, out: Path) -> float:
+    """SIGKILL rank 1 once rank 0 has logged 7 steps (stage 1, past an eval); the time of the kill."""
+    assert run.wait(LIMIT_S, until=lambda: _log_lines(out) >= 7) is None, "the run ended before it could be killed"
+    workers = run.workers()
+    assert sorted(workers) == [0, 1], workers
+    os.kill(workers[1], signal.SIGKILL)
+    return time.monotonic()
+
+
+def test_a_killed_worker_ends_the_run_and_resume_completes_it(late_rank, tmp_path):
+    out = tmp_path / "run"
+    tokenizer = ["--tokenizer", str(late_rank / "tokenizer.json")]
+    cmd = _two_processes(_free_port(), "-m", "steering", "train", "--out", str(out), *RUN, *tokenizer)
+    with Launched(cmd, tmp_path / "killed.txt", cwd=ROOT, env=_env()) as run:
+        killed_at = _kill_rank1_mid_run(run, out)
+        code = run.wait(60)
+        ended_in = time.monotonic() - killed_at
+        assert code != 0 and ended_in < 60, (code, ended_in)
+        assert run.left_behind() == [], "processes outlived the run"
+    assert _log_lines(out) < len(EVERY_STEP)
+    cmd = _two_processes(_free_port(), "-m", "steering", "train", "--out", str(out), *RUN, *tokenizer, "--resume")
+    with Launched(cmd, tmp_path / "resumed.txt", cwd=ROOT, env=_env()) as run:
+        assert run.wait(LIMIT_S) == 0, run.output()[-4000:]
+        assert re.search(r"resuming .*: stage 1 step [1-9]", run.output())
+        assert run.left_behind() == []
+    assert _steps(out) == EVERY_STEP  # each step once
+    # each rank resumed its own batches (and its own RNG): the losses are the uninterrupted run's
+    assert [r["loss"] for r in read_log(out)] == pytest.approx([r["loss"] for r in read_log(late_rank)], rel=1e-5)
+    assert json.loads((out / "config.json").read_text())["meta"]["world_size"] == 2
+
+
+def test_with_max_restarts_a_killed_worker_is_restarted_and_the_run_resumes(late_rank, tmp_path):
+    out = tmp_path / "run"
+    launcher = ["--nnodes", "1", "--nproc-per-node", "2", "--max-restarts", "1"]
+    rdzv = ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}"]
+    train = ["-m", "steering", "train", "--out", str(out), *RUN, "--tokenizer", str(late_rank / "tokenizer.json")]
+    with Launched(_torchrun(*launcher, *rdzv, *train), tmp_path / "output.txt", cwd=ROOT, env=_env()) as run:
+        _kill_rank1_mid_run(run, out)
+        assert run.wait(LIMIT_S) == 0, run.output()[-4000:]
+        assert re.search(r"resuming .*: stage 1 step [1-9]", run.output()), run.output()[-4000:]
+        assert run.left_behind() == []
+    assert _steps(out) == EVERY_STEP
+    assert [r["loss"] for r in read_log(out)] == pytest.approx([r["loss"] for r in read_log(late_rank)], rel=1e-5)
+
+
+def _readme_multi_machine_command() -> list[str]:
+    """The README's command for several machines (a shell line continued with backslashes)."""
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"^ {4}(torchrun --nnodes(?:[^\n]*\\\n)*[^\n]*)", text, re.MULTILINE)
+    assert match, "README.md has no indented `torchrun --nnodes ...` command"
+    return shlex.split(match.group(1).replace("\\\n", " "))
+
+
+def test_two_torchrun_nodes_on_loopback_train_together_by_the_readme_recipe(late_rank, tmp_path):
+    words = _readme_multi_machine_command()
+    assert words[0] == "torchrun" and "--rdzv-endpoint" in words and "--rdzv-backend" in words
+    endpoint = f"127.0.0.1:{_free_port()}"
+    words = [endpoint if w.startswith("HOST:") else w for w in words[1:]]
+    assert endpoint in words, "the README's endpoint is written HOST:PORT"
+    # each "machine" runs in a folder of its own (no shared disk); later flags take the place of the README's
+    cmd = _torchrun(*words, *RUN, "--out", "run", "--tokenizer", str(late_rank / "tokenizer.json"))
+    machines = [tmp_path / "a", tmp_path / "b"]
+    runs = []
+    try:
+        for folder in machines:
+            folder.mkdir()
+            runs.append(Launched(cmd, folder / "output.txt", cwd=folder, env=_env()))
+        for run in runs:
+            assert run.wait(LIMIT_S) == 0, run.output()[-4000:]
+        assert all(run.left_behind() == [] for run in runs)
+    finally:
+        for run in runs:
+            run.end()
+    written = [folder / "run" for folder in machines if (folder / "run" / "config.json").is_file()]
+    assert len(written) == 1, "rank 0 alone writes, on its own machine"
+    assert json.loads((written[0] / "config.json").read_text())["meta"]["world_size"] == 2
+    assert _steps(written[0]) == EVERY_STEP
+    load_checkpoint(written[0])
