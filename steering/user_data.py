@@ -45,6 +45,7 @@ PROBE_WORD_COUNT = 3  # the probe's target words per end label, when the user na
 PROMPT_WORDS = 4  # the lab's prompt suggestions: the first words of held-out texts
 SUGGESTED_PROMPTS = 6
 JUDGES_DIR = "judges"
+HELDOUT_FILE = "heldout.jsonl"
 WORD = re.compile(r"[A-Za-z]+")
 
 
@@ -461,7 +462,23 @@ def write_axis_judges(corpus: UserCorpus, out: Path) -> tuple[Axis, ...]:
     min_count = min(MIN_WORD_COUNT, 2)
     words = sorted(w for w, c in counts.items() if c >= min_count)
     (folder / WORDS_FILE).write_text(json.dumps({"min_count": min_count, "words": words}))
+    # the held-out split travels with the checkpoint: evaluate and the lab need no copy of the file
+    (Path(out) / HELDOUT_FILE).write_text(
+        "".join(
+            json.dumps({"text": r.text, "control": list(r.control), "label": r.label}) + "\n" for r in corpus.heldout
+        ),
+        encoding="utf-8",
+    )
     return tuple(axes)
+
+
+def read_heldout(checkpoint) -> tuple[LabelledText, ...]:
+    """The held-out split a user checkpoint was trained beside (written by write_axis_judges)."""
+    path = Path(checkpoint) / HELDOUT_FILE
+    if not path.is_file():
+        raise UserDataError(f"{path} not found: this checkpoint was not trained with --data")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return tuple(LabelledText(r["text"], tuple(r["control"]), r["label"]) for r in rows)
 
 
 def axes_meta(axes) -> list[dict]:
