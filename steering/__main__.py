@@ -408,7 +408,7 @@ def _export_talk(args):
     say = None if args.quiet else (lambda message: print(message, file=sys.stderr, flush=True))
     report = export_talk(
         args.out,
-        args.prompt or ["The movie was"],
+        args.prompt,  # None: the model's first suggested prompt ('The movie was' for the shipped model)
         checkpoint=args.checkpoint,
         seed=args.seed,
         new_tokens=args.new_tokens,
@@ -424,7 +424,8 @@ def _export_talk_args(p):
         action="extend",
         nargs="+",
         default=None,
-        help="prompt(s) to precompute (repeat or list several; the page gets a selector); default 'The movie was'",
+        help="prompt(s) to precompute (repeat or list several; the page gets a selector); default 'The movie was' "
+        "(a model trained with --data: the opening of one of its held-out texts)",
     )
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
     p.add_argument("--seed", type=int, default=0, help="sampling seed, the same at every control")
