@@ -106,7 +106,8 @@ for name, values in regimes.steps.items():
 columns["relative_probability_first_target"] = regimes.target_probability.tolist()
 ui.download_csv("Download the NFE sweep (CSV)", columns, "nfe_regimes.csv", key="csv_regimes")
 
-st.subheader("Does the crossover sit on a switch? Ten prompts against chance")
+n_prompts = f"{len(texts.prompts)} prompts" if texts.user_model else "Ten prompts"  # a user model: its openings
+st.subheader(f"Does the crossover sit on a switch? {n_prompts} against chance")
 st.caption(
     "The paper's claim: the NFE switch is aligned with the semantic crossover. For each of the "
     "evaluation's ten probe prompts, at this tolerance, grid and targets: its switches, its crossover and "

@@ -178,3 +178,95 @@ def _dir(tmp_path, name):
     folder = tmp_path / name
     folder.mkdir()
     return folder
+
+
+def test_the_lab_keeps_the_shipped_words_for_a_checkpoint_of_the_movie_corpus():
+    from steering import lab
+
+    texts = lab.model_texts({"model": {}, "meta": {"train": {}}})
+    assert texts.labels == ("Sentiment u₁  (− negative … + positive)", "Style u₂  (− critic blurb … + user review)")
+    assert texts.helps == (lab.SENTIMENT_HELP, lab.STYLE_HELP)
+    assert texts.prompts == lab.EXAMPLE_PROMPTS and texts.prompts[0] == "The movie was"
+    assert texts.probe_targets == (" good", " bad") and not texts.user_model
+    assert texts.short_label(0) == "Sentiment u₁"
+
+
+def test_a_one_axis_model_names_its_axis_and_leaves_the_second_slider_unused():
+    from steering import lab
+
+    axis = user_data.Axis(
+        "toxicity", "label", "binary", "civil", "toxic", probe_words={"negative": ["thanks"], "positive": ["idiot"]}
+    )
+    texts = lab.model_texts({"meta": {"axes": user_data.axes_meta([axis]), "prompts": ["You are", "Thanks for"]}})
+    assert texts.labels == ("Toxicity u₁  (− civil … + toxic)", lab.UNUSED_AXIS_LABEL)
+    assert texts.used == (True, False)
+    assert texts.prompts == ("You are", "Thanks for")
+    assert texts.probe_targets == (" idiot", " thanks")
+    assert "'civil' at −1 and 'toxic' at +1" in texts.helps[0]
+    assert lab.steer_badges(0.9, 0.0, 4, ("civil", "toxic"))[0] == ("judged toxic: P(toxic) 90%", "positive")
+    assert lab.steer_badges(0.5, 0.0, 4, ("civil", "toxic"))[0] == ("judged mixed: P(toxic) 50%", "neutral")
+
+
+def test_batches_of_a_user_file_pack_texts_of_one_group_with_their_control(tmp_path):
+    import torch
+
+    from steering import data
+    from steering.tokenizer import bos_id, train_tokenizer
+
+    corpus = user_data.load_corpus(write_csv(tmp_path / "r.csv", labelled_rows()), "text", AXES)
+    tok = train_tokenizer((r.text for r in corpus.train), 300)
+    split = data.encode_reviews(tok, corpus.train, bos_id(tok))
+    sampler = user_data.GroupBatchSampler(
+        split, [r.label for r in corpus.train], 32, 32 * 8, torch.Generator().manual_seed(0), control_dropout=0.0
+    )
+    assert sorted(sampler.groups) == [("data", 0), ("data", 2), ("data", 6), ("data", 8)]  # (−,−) (−,+) (+,−) (+,+)
+    by_control = {r.control for r in corpus.train}
+    x, y, u, n = sampler.sample()
+    assert x.shape == (8, 32) and n == 8 * 32
+    assert {tuple(row) for row in u.tolist()} <= by_control and len({tuple(row) for row in u.tolist()}) > 1
+
+
+def test_without_data_training_reads_the_movie_corpus_as_before():
+    from steering import data
+    from steering.train import _training_reviews, _user_corpus, make_config
+
+    cfg = make_config("tiny")
+    assert (cfg.data, cfg.text_column, cfg.axes) == ("", "", ())
+    assert _user_corpus(cfg) is None
+    reviews = _training_reviews(cfg)
+    assert len(reviews) == cfg.max_reviews and set(reviews) <= set(data.train_reviews())
+
+
+def test_a_run_on_a_user_file_resumes_where_it_stopped(tmp_path, monkeypatch):
+    import torch
+
+    from steering import data
+    from steering.checkpoint import load_checkpoint, read_log
+    from steering.train import make_config, train
+
+    path = write_csv(tmp_path / "rows.csv", labelled_rows())
+    short = dict(
+        data=str(path), text_column="text", axes=tuple(AXES), steps=12, stage2_steps=0, eval_every=6, d_model=32,
+        field_hidden=64, block_size=32, tokens_per_batch=256,
+    )  # fmt: skip
+    train(make_config("tiny", out=str(tmp_path / "straight"), **short), progress=False)
+    real_sample, calls = data.BatchSampler.sample, {"n": 0}
+
+    def flaky_sample(self):
+        calls["n"] += 1
+        if calls["n"] == 9:
+            raise KeyboardInterrupt
+        return real_sample(self)
+
+    monkeypatch.setattr(data.BatchSampler, "sample", flaky_sample)  # GroupBatchSampler's own sample
+    with pytest.raises(KeyboardInterrupt):
+        train(make_config("tiny", out=str(tmp_path / "resumed"), **short), progress=False)
+    monkeypatch.setattr(data.BatchSampler, "sample", real_sample)
+    train(make_config("tiny", out=str(tmp_path / "resumed"), resume=True, **short), progress=False)
+    straight, _, config = load_checkpoint(tmp_path / "straight")
+    resumed, _, _ = load_checkpoint(tmp_path / "resumed")
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-3), name
+    assert [r["step"] for r in read_log(tmp_path / "resumed")] == list(range(12))
+    assert [a["name"] for a in config["meta"]["axes"]] == ["formality", "topic"]
+    assert (tmp_path / "resumed" / "judges" / "axis1.json").is_file()
