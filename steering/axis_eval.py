@@ -15,7 +15,17 @@ import torch
 
 from . import user_data
 from .checkpoint import load_checkpoint
-from .measures import FULL, PROMPT_TOKENS, QUICK, SEED, generate_for_prompts, solver_divergence
+from .measures import (
+    FULL,
+    PROMPT_TOKENS,
+    QUICK,
+    SEED,
+    generate_for_prompts,
+    probe_controls,
+    probe_shares,
+    solver_divergence,
+    word_probabilities,
+)
 from .tokenizer import bos_id, encode
 from .train import evaluate_loss, heldout_batch
 
@@ -122,6 +132,9 @@ def evaluate_axes(checkpoint, baseline, quick: bool = False, steer_u: float | No
                 "neutral_positive_share": float(np.mean(judge.predict(gens.continuations["neutral"]) == 1)),
             }
         )
+    probe = first_axis_probe(hybrid, tok, axes[0], (config.get("meta") or {}).get("prompts") or [], steer_u)
+    if probe is not None:
+        report["axes"][0]["probe"] = probe
     report["solver_divergence"] = solver_divergence(hybrid, prompts, (-steer_u, 0.0, steer_u))
     report["ode_relative_displacement"] = middle_relative_update(hybrid, val_x, val_y)
     report["discrete_mid_relative_update"] = middle_relative_update(discrete, val_x, val_y)
@@ -142,6 +155,26 @@ def evaluate_axes(checkpoint, baseline, quick: bool = False, steer_u: float | No
     return report
 
 
+def first_axis_probe(model, tok, axis, prompts, steer_u: float) -> dict | None:
+    """The evaluation's word probe on the first axis: its probe words (the training split's words most
+    tied to each end) after the model's first suggested prompt, at u₁ = ±steer_u; None without words."""
+    words = axis.probe_words or {}
+    if not prompts or not words.get("positive") or not words.get("negative"):
+        return None
+    positive, negative = " " + words["positive"][0], " " + words["negative"][0]
+    raw = word_probabilities(
+        model, tok, prompts[0], {"good": positive, "bad": negative}, controls=probe_controls(steer_u)
+    )
+    at_positive, at_negative = probe_shares(raw)
+    return {
+        "prompt": prompts[0],
+        "positive_word": positive,
+        "negative_word": negative,
+        "positive_share_at_plus": at_positive,
+        "negative_share_at_minus": at_negative,
+    }
+
+
 def format_axis_table(report: dict, seconds: float | None = None) -> str:
     lines = [f"{'figure':34s} {'value':>10s}"]
     for key, value in report.items():
@@ -152,6 +185,13 @@ def format_axis_table(report: dict, seconds: float | None = None) -> str:
                 for k in ("judge_heldout_acc", "steer_positive_acc", "steer_negative_acc", "neutral_positive_share"):
                     shown = "n/a" if axis[k] is None else f"{axis[k]:.4g}"
                     lines.append(f"  {k:32s} {shown:>10s}")
+                if "probe" in axis:
+                    probe = axis["probe"]
+                    lines.append(
+                        f"  probe after {probe['prompt']!r}: P({probe['positive_word'].strip()}) share at +u "
+                        f"{probe['positive_share_at_plus']:.3f}, P({probe['negative_word'].strip()}) share at -u "
+                        f"{probe['negative_share_at_minus']:.3f}"
+                    )
         elif isinstance(value, str):
             lines.append(f"{key:34s} {value}")
         else:

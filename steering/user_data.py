@@ -29,7 +29,7 @@ import json
 import math
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -413,7 +413,15 @@ def train_axis_judges(corpus: UserCorpus) -> list:
     for index, axis in enumerate(corpus.axes):
         spec = judge_spec(index, axis)
         texts, targets = _judged_rows(corpus.train, index)
-        judge = LinearTextJudge.from_sklearn(spec, *fit_sklearn(spec, texts, targets))
+        try:
+            fitted = fit_sklearn(spec, texts, targets)
+        except ValueError:  # no word in two texts (min_df): every word counts
+            spec = replace(spec, min_df=1)
+            try:
+                fitted = fit_sklearn(spec, texts, targets)
+            except ValueError as err:
+                raise UserDataError(f"axis {axis.name!r}: cannot fit its judge on the texts: {err}") from None
+        judge = LinearTextJudge.from_sklearn(spec, *fitted)
         held_texts, held_targets = _judged_rows(corpus.heldout, index)
         judge.heldout_accuracy = float((judge.predict(held_texts) == held_targets).mean()) if len(held_texts) else None
         judges.append(judge)

@@ -270,3 +270,16 @@ def test_a_run_on_a_user_file_resumes_where_it_stopped(tmp_path, monkeypatch):
     assert [r["step"] for r in read_log(tmp_path / "resumed")] == list(range(12))
     assert [a["name"] for a in config["meta"]["axes"]] == ["formality", "topic"]
     assert (tmp_path / "resumed" / "judges" / "axis1.json").is_file()
+
+
+def test_a_judge_is_still_fitted_when_no_word_appears_twice(tmp_path):
+    import random
+
+    rng = random.Random(1)
+    rows = [
+        {"text": "".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(12)), "kind": "ab"[i % 2]}
+        for i in range(240)
+    ]
+    corpus = user_data.load_corpus(write_csv(tmp_path / "unique.csv", rows), "text", ["kind=kind"])
+    (judge,) = user_data.train_axis_judges(corpus)
+    assert judge.spec.min_df == 1 and len(judge.vocabulary) == len(corpus.train)

@@ -86,6 +86,10 @@ def test_evaluate_json_judges_each_axis(user_model, capsys):
     for axis in report["axes"]:
         assert axis["judge_heldout_acc"] >= 0.9  # the attributes are plain in the words: the judges learn them
         assert 0.0 <= axis["steer_positive_acc"] <= 1.0 and 0.0 <= axis["steer_negative_acc"] <= 1.0
+    words = json.loads((hybrid / "config.json").read_text())["meta"]["axes"][0]["probe_words"]
+    probe = report["axes"][0]["probe"]  # the first axis's probe words, steered at ±u
+    assert (probe["positive_word"], probe["negative_word"]) == (" " + words["positive"][0], " " + words["negative"][0])
+    assert 0.0 <= probe["positive_share_at_plus"] <= 1.0 and 0.0 <= probe["negative_share_at_minus"] <= 1.0
     assert report["val_loss_hybrid"] < 6.3  # below a uniform guess over the 512 tokens (ln 512 = 6.24 + slack)
     assert 0.0 < report["valid_word_rate"] <= 1.0
 
