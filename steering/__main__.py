@@ -119,7 +119,9 @@ def _train_args(p):
 
     data = p.add_argument_group("data")
     data.add_argument("--tokenizer", default=None, metavar="PATH", help="reuse this tokenizer.json")
-    data.add_argument("--data", default=None, metavar="FILE", help="your labelled .csv/.jsonl/.parquet (movie reviews)")
+    data.add_argument(
+        "--data", default=None, metavar="FILE", help="your labelled .csv/.jsonl/.parquet (default: movie reviews)"
+    )
     data.add_argument("--text-column", dest="text_column", default=None, metavar="COL", help="with --data: the texts")
     data.add_argument(
         "--axis",
