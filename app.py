@@ -18,8 +18,9 @@ st.set_page_config(
 
 
 @st.cache_data(max_entries=4096, show_spinner=False)
-def judged(text: str) -> lab.Judgement:
-    return lab.judge_text(text)
+def judged(text: str, model_key: str, _axis_judge=None) -> lab.Judgement:
+    """The text judged as the model's axes are (a user model: its own first-axis judge; model_key tells them apart)."""
+    return lab.judge_text(text, _axis_judge)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -39,6 +40,9 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
     state = ui.state()
     ui.style_slider(st)
     views = ui.steer_views(loaded)
+    texts = ui.model_texts()
+    # a model trained on one's own file: its first axis's judge and end labels on the badges
+    judge, ends = ui.axis_judge(loaded), (texts.ends[0] if texts.user_model else None)
 
     def key_at(u: float) -> tuple:
         return ui.steer_key(prompt, (u, state.style), solver, seed, max_new_tokens)
@@ -67,7 +71,7 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
     pca = ui.pca_map(loaded)
     paths, us = reference_paths(pca, pca.key)
     payload = instant_payload(
-        {u: instant_view_of(loaded.key, k, kept[k]) for u, k in range_keys.items() if k in kept},
+        {u: instant_view_of(loaded.key, k, kept[k], ends, judge) for u, k in range_keys.items() if k in kept},
         paths,
         us,
         state.sentiment,
@@ -76,8 +80,8 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
         u_step=lab.U_STEP,
         explained=pca.explained_variance_ratio,
         font_size=ui.font_size(),
-        label="Sentiment u₁  (− negative … + positive)",
-        help_text=ui.SENTIMENT_HELP,
+        label=texts.labels[0],
+        help_text=texts.helps[0],
         pending=int(coming),
         serial=next_serial(),
         chart_height="380px",
@@ -94,14 +98,14 @@ def next_serial() -> int:
 
 
 @st.cache_data(max_entries=8192, show_spinner=False)
-def instant_view_of(model_key: str, steer_key: tuple, _view: lab.SteerView) -> dict:
+def instant_view_of(model_key: str, steer_key: tuple, _view: lab.SteerView, ends=None, _axis_judge=None) -> dict:
     """A view as the component draws it, once per model and slider position (each poll resends them all)."""
     view = _view
-    judgement = view.judgement or judged(view.prompt_shown + view.continuation)
+    judgement = view.judgement or judged(view.prompt_shown + view.continuation, model_key, _axis_judge)
     return instant_view(
         view.prompt_shown,
         view.continuation,
-        lab.steer_badges(judgement.score, judgement.vader_compound, view.solve_nfe),
+        lab.steer_badges(judgement.score, judgement.vader_compound, view.solve_nfe, ends),
         view.next_tokens,
         view.next_probs,
         np.asarray(view.path),
@@ -125,8 +129,8 @@ def steer():
     pca = ui.pca_map(loaded)
     _, us = reference_paths(pca, pca.key)
     st.caption(
-        "u₁ = ±1 asks for a positive / negative review as in the data, u₁ = ±2 for an exaggerated one. "
-        f"Same seed ({int(seed)}) at every u, so only the control changes the text; sampled with "
+        ui.model_texts().steer_caption
+        + f"Same seed ({int(seed)}) at every u, so only the control changes the text; sampled with "
         f"{solver.label()}. In the map, thin lines: the reference prompt {pca.reference[0].name!r} at u = "
         f"{', '.join(f'{u:+g}' for u in us)}; thick: your prompt now."
     )

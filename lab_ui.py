@@ -24,7 +24,7 @@ import torch
 
 from steering import lab
 from steering import talk_scripts as talks
-from steering.checkpoint import ASSETS, CheckpointError, load_checkpoint, read_log
+from steering.checkpoint import ASSETS, CONFIG, CheckpointError, load_checkpoint, read_config, read_log
 from steering.figures import instant_steer
 from steering.ode import FIXED_SOLVERS, SolverConfig, SolverStepLimitError
 from steering.prefetch import FairLock, Prefetcher, in_background
@@ -57,13 +57,105 @@ PLOTLY_CONFIG = {
 }
 
 
+CHOSEN_CHECKPOINT_KEY = "lab_checkpoint"  # the sidebar's choice among $STEERING_CHECKPOINTS, this session
+
+
+def _chosen_checkpoint() -> Path | None:
+    try:
+        chosen = st.session_state.get(CHOSEN_CHECKPOINT_KEY)
+    except Exception:  # outside a Streamlit run (a plain import in a test or a script)
+        return None
+    return Path(chosen) if chosen else None
+
+
 def checkpoint_dir() -> Path:
-    """Read at call time (not import time), so a test or a shell can point the app elsewhere."""
-    return Path(os.environ.get("STEERING_CHECKPOINT", ASSETS / "hybrid"))
+    """Read at call time (not import time), so a test or a shell can point the app elsewhere; the
+    sidebar's choice among $STEERING_CHECKPOINTS wins for its session."""
+    return _chosen_checkpoint() or Path(os.environ.get("STEERING_CHECKPOINT", ASSETS / "hybrid"))
 
 
 def baseline_dir() -> Path:
+    """$STEERING_BASELINE; for a checkpoint chosen in the sidebar, a `discrete` folder beside it when there is one."""
+    chosen = _chosen_checkpoint()
+    if chosen is not None and (chosen.parent / "discrete" / "config.json").is_file():
+        return chosen.parent / "discrete"
     return Path(os.environ.get("STEERING_BASELINE", ASSETS / "discrete"))
+
+
+def checkpoint_choices() -> list[Path]:
+    """The hybrid checkpoints under $STEERING_CHECKPOINTS (any depth), and the one the app started with."""
+    found = [Path(os.environ.get("STEERING_CHECKPOINT", ASSETS / "hybrid"))]
+    root = os.environ.get("STEERING_CHECKPOINTS")
+    if root and Path(root).is_dir():
+        for config in sorted(Path(root).rglob(CONFIG)):
+            try:
+                arch = json.loads(config.read_text())["model"]["arch"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # not a checkpoint's config
+            if arch == "hybrid" and config.parent not in found:
+                found.append(config.parent)
+    return found
+
+
+def _switch_checkpoint():
+    chosen = st.session_state.get("w_checkpoint")
+    st.session_state[CHOSEN_CHECKPOINT_KEY] = chosen
+    texts = lab.model_texts(_config_of(str(chosen)))
+    update(prompt=texts.prompts[0], sentiment=0.0, style=0.0)  # the new model's own opening, at u = 0
+    for key in ("w_prompt", "w_sentiment", "w_style"):
+        st.session_state.pop(key, None)
+
+
+def checkpoint_picker():
+    """With $STEERING_CHECKPOINTS set: a sidebar list of the checkpoints found there, to switch between."""
+    if not os.environ.get("STEERING_CHECKPOINTS"):
+        return
+    choices = [str(p) for p in checkpoint_choices()]
+    current = str(checkpoint_dir())
+    if current not in choices:
+        choices.insert(0, current)
+    st.session_state.setdefault("w_checkpoint", current)
+    st.sidebar.selectbox(
+        "Checkpoint",
+        choices,
+        key="w_checkpoint",
+        on_change=_switch_checkpoint,
+        format_func=lambda path: Path(path).name if Path(path).name not in ("", ".") else path,
+        help="The hybrid checkpoints found under $STEERING_CHECKPOINTS; the lab's words follow the model's axes.",
+    )
+
+
+def _config_of(path: str) -> dict | None:
+    """A checkpoint's config.json (None when unreadable: the page's loader says why)."""
+    try:
+        return read_config(path)
+    except CheckpointError:
+        return None
+
+
+def talk_folder() -> Path:
+    """Where `?talk=NAME` looks: a talks/ folder beside the checkpoint (a model's own talks), else assets/talks."""
+    own = checkpoint_dir() / "talks"
+    return own if own.is_dir() else talks.TALKS_DIR
+
+
+def model_texts() -> lab.ModelTexts:
+    """The slider names, end labels, help texts, prompts and probe targets of the model in use."""
+    return lab.model_texts(_config_of(str(checkpoint_dir())))
+
+
+@st.cache_resource(show_spinner=False)
+def _axis_judge(path: str, key: str):
+    from steering.user_data import is_user_model, load_axis_judges
+
+    if not is_user_model(_config_of(path)):
+        return None
+    return load_axis_judges(path)[0]
+
+
+def axis_judge(loaded: Loaded):
+    """A user model's first-axis judge (saved with it), or None for the shipped kind (sentiment judges)."""
+    return _axis_judge(str(loaded.path), loaded.key)
 
 
 @dataclass
@@ -90,6 +182,11 @@ def _pca_map(path: str, key: str):
 
     loaded = _load(path)
     with loaded.lock:
+        texts = lab.model_texts(loaded.config)
+        if texts.user_model:  # the map's reference paths: openings of the model's own held-out texts
+            return pca_map_for_checkpoint(
+                loaded.model, loaded.tok, key, lab.cache_dir() / "pca", prompts=texts.prompts[:5]
+            )
         return pca_map_for_checkpoint(loaded.model, loaded.tok, key, lab.cache_dir() / "pca")
 
 
@@ -116,7 +213,8 @@ def _steer_views(path: str, key: str) -> Prefetcher:
                 max_new_tokens=max_new_tokens,
                 cancelled=pause,
             )
-        return lab.attach_judgements([view])[0]  # outside the lock: the judges do not need the model
+        # outside the lock: the judges do not need the model
+        return lab.attach_judgements([view], _axis_judge(path, key))[0]
 
     def compute_many(steer_keys, cancelled):
         """Several controls of one wish (same prompt, solver, seed, length) in one batched decode."""
@@ -142,7 +240,7 @@ def _steer_views(path: str, key: str) -> Prefetcher:
                 max_new_tokens=max_new_tokens,
                 cancelled=between_tokens,
             )
-        return lab.attach_judgements(views)
+        return lab.attach_judgements(views, _axis_judge(path, key))
 
     return Prefetcher(
         compute, max_entries=4096, delay=0.15, compute_many=compute_many, batch=STEER_BATCH, on_done=_log_range
@@ -216,8 +314,11 @@ def state() -> lab.LabState:
     ss = st.session_state
     if STATE_KEY not in ss:
         params = st.query_params.to_dict()
-        talk, index, talk_notices = talks.talk_from_query(params)
+        talk, index, talk_notices = talks.talk_from_query(params, talk_folder())
         base, talk_page = lab.default_state(model().config.get("model")), None
+        texts = model_texts()
+        if texts.user_model:  # a user model opens on one of its own held-out openings
+            base = replace(base, prompt=texts.prompts[0])
         if talk is not None:
             # the step's state, then whatever else the link sets (presenter=1, or a changed u)
             ss[TALK_KEY] = (talk, index)
@@ -367,28 +468,22 @@ def _bind(widget_key: str, field: str, convert=lambda v: v):
 bind = _bind  # for a page's own widget that is part of the link's state (the map's dims)
 
 
-SENTIMENT_HELP = (
-    "u₁ = +1: a positive review, as in the training data; u₁ = −1: a negative one; 0: no preference. "
-    "|u₁| between 1 and 2 exaggerates the sentiment (the model learned strong steering at ±1.65; ±2 extends it); "
-    "beyond 2 the text turns to caricature."
-)
-STYLE_HELP = (
-    "u₂ = −1: a Rotten Tomatoes critic's blurb, as in the data; u₂ = +1: an IMDB user review; 0: either. "
-    "|u₂| between 1 and 2 exaggerates the source's manner."
-)
+SENTIMENT_HELP, STYLE_HELP = lab.SENTIMENT_HELP, lab.STYLE_HELP  # the shipped model's (model_texts() has the model's)
 
 
-def sentiment_slider(container=st, label: str = "Sentiment u₁  (− negative … + positive)"):
+def sentiment_slider(container=st, label: str | None = None):
+    """The first axis's slider (named after the model's axis: sentiment for the shipped model)."""
+    texts = model_texts()
     on_change = _bind("w_sentiment", "sentiment", lambda v: lab.snap_u(float(v)))
     return container.slider(
-        label,
+        label or texts.labels[0],
         lab.U_MIN,
         lab.U_MAX,
         step=lab.U_STEP,
         format="%+.2f",
         key="w_sentiment",
         on_change=on_change,
-        help=SENTIMENT_HELP,
+        help=texts.helps[0],
     )
 
 
@@ -415,17 +510,20 @@ def instant_sentiment(payload: dict):
     )
 
 
-def style_slider(container=st, label: str = "Style u₂  (− critic blurb … + user review)"):
+def style_slider(container=st, label: str | None = None):
+    """The second axis's slider (style for the shipped model; disabled at 0 for a one-axis model)."""
+    texts = model_texts()
     on_change = _bind("w_style", "style", lambda v: lab.snap_u(float(v)))
     return container.slider(
-        label,
+        label or texts.labels[1],
         lab.U_MIN,
         lab.U_MAX,
         step=lab.U_STEP,
         format="%+.2f",
         key="w_style",
         on_change=on_change,
-        help=STYLE_HELP,
+        help=texts.helps[1],
+        disabled=not texts.used[1],
     )
 
 
@@ -439,6 +537,7 @@ def _pick_example():
 def sidebar_controls(*, solver: bool = True, prompt: bool = True):
     """Prompt with examples, solver settings and presenter mode, in the sidebar."""
     bar = st.sidebar
+    checkpoint_picker()
     if prompt:
         bar.text_area(
             "Prompt",
@@ -448,7 +547,11 @@ def sidebar_controls(*, solver: bool = True, prompt: bool = True):
             help=f"Any text; the first {lab.MAX_PROMPT_CHARS} characters are used.",
         )
         bar.pills(
-            "Examples", lab.EXAMPLE_PROMPTS, key="w_example", on_change=_pick_example, label_visibility="collapsed"
+            "Examples",
+            model_texts().prompts,
+            key="w_example",
+            on_change=_pick_example,
+            label_visibility="collapsed",
         )
     if solver:
         bar.selectbox(

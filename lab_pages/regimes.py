@@ -14,10 +14,11 @@ from steering.figures.regimes import alignment_figure, nfe_regimes_figure, toler
 from steering.figures.solver_trace import field_heatmaps_figure, step_trace_figure
 from steering.ode import SolverConfig
 
+texts = ui.model_texts()  # the model's first axis, its probe targets and prompts (sentiment for the shipped one)
 header = ui.page_header(
     "Solver regimes",
     "With an adaptive solver the number of field evaluations (NFE) depends on "
-    "u. The paper finds two levels, with the switch where the steered sentiment crosses over, and "
+    f"u. The paper finds two levels, with the switch where the steered {texts.names[0]} crosses over, and "
     "sublinear growth of NFE with tighter tolerance: a smooth flow. Here every switch is found (an "
     "exact piecewise-constant fit of dopri5's NFE against u) and the alignment is tested over ten "
     "prompts against chance.",
@@ -29,14 +30,15 @@ tol = c1.select_slider(
     "Tolerance (rtol = 10·atol)", ui.TOLERANCES, value=1e-3, format_func=lambda t: f"{t:.0e}", key="w_reg_tol"
 )
 n_u = c2.select_slider("u values in [−2, 2]", (11, 21, 41, 81), value=41, key="w_reg_n")
-positive = c3.text_input("Positive target", " good", max_chars=20, key="w_target_pos")
-negative = c4.text_input("Negative target", " bad", max_chars=20, key="w_target_neg")
+default_pos, default_neg = texts.probe_targets
+positive = c3.text_input("Positive target", default_pos, max_chars=20, key="w_target_pos")
+negative = c4.text_input("Negative target", default_neg, max_chars=20, key="w_target_neg")
 targets = []
 for raw in (positive, negative):
     cleaned = lab.clean_prompt(raw)
     if cleaned.refused:
-        st.warning("Both targets need some text; using ' good' and ' bad'.")
-        targets = [" good", " bad"]
+        st.warning(f"Both targets need some text; using {default_pos!r} and {default_neg!r}.")
+        targets = [default_pos, default_neg]
         break
     targets.append(raw if raw.strip() == cleaned.text else cleaned.text)
 
@@ -180,7 +182,8 @@ geometry = ui.analysis(
 if geometry is not None:
     ui.plot(ui.styled(field_heatmaps_figure(geometry), height=440), key="field_heatmaps")
 
-st.subheader("Does the crossover sit on a switch? Ten prompts against chance")
+n_prompts = f"{len(texts.prompts)} prompts" if texts.user_model else "Ten prompts"  # a user model: its openings
+st.subheader(f"Does the crossover sit on a switch? {n_prompts} against chance")
 st.caption(
     "The paper's claim: the NFE switch is aligned with the semantic crossover. For each of the "
     "evaluation's ten probe prompts, at this tolerance, grid and targets: its switches, its crossover and "
@@ -196,7 +199,7 @@ alignment = ui.analysis(
     lambda model, tok: regimes_over_prompts(
         model,
         tok,
-        PROBE_PROMPT_VARIANTS,
+        texts.prompts if texts.user_model else PROBE_PROMPT_VARIANTS,
         grid,
         rtol=float(tol),
         atol=float(tol) / 10,
@@ -259,7 +262,7 @@ st.dataframe(
 )
 
 st.subheader("Resolution scaling")
-ui.sentiment_slider(st, "Sentiment u₁ for this sweep")
+ui.sentiment_slider(st, f"{texts.short_label(0)} for this sweep")
 u_here = ui.state().control
 scaling = ui.analysis(
     loaded, "tolerance", (prompt, u_here), tolerance_scaling, prompt, u_here, what="the tolerance sweep"

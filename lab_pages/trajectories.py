@@ -12,7 +12,7 @@ from steering.figures.flow import curvature_figure, pca_paths_figure, token_curv
 header = ui.page_header(
     "Trajectories through depth",
     "Each line is the prompt's hidden state H(τ) as τ goes 0 → 1 "
-    "through the ODE block, projected on the PCA map, one line per sentiment value (red negative, "
+    f"through the ODE block, projected on the PCA map, one line per {ui.model_texts().names[0]} value (red negative, "
     "blue positive). All paths start at one point: u only acts inside the block.",
     solver=True,
     sliders=True,

@@ -39,6 +39,15 @@ def _train(args):
 
     overrides = {k: getattr(args, k) for k in train_config_fields() if hasattr(args, k)}
     overrides["out"] = args.out or f"runs/{args.arch}"
+    if overrides.get("axes") is not None:
+        overrides["axes"] = tuple(overrides["axes"])
+    if args.data or args.axes or args.text_column:
+        # the file is read and checked before anything is written (a bad one: one line, exit 2)
+        from .train import _user_corpus
+
+        corpus = _user_corpus(make_config(args.preset, **overrides))
+        if corpus is not None and corpus.notes():
+            print(f"note: {corpus.notes()}", file=sys.stderr)
     out = train(make_config(args.preset, **overrides), progress=not args.no_progress)
     print(f"wrote {out}")
 
@@ -114,6 +123,18 @@ def _train_args(p):
 
     data = p.add_argument_group("data")
     data.add_argument("--tokenizer", default=None, metavar="PATH", help="reuse this tokenizer.json")
+    data.add_argument(
+        "--data", default=None, metavar="FILE", help="your labelled .csv/.jsonl/.parquet (default: movie reviews)"
+    )
+    data.add_argument("--text-column", dest="text_column", default=None, metavar="COL", help="with --data: the texts")
+    data.add_argument(
+        "--axis",
+        dest="axes",
+        action="append",
+        default=None,
+        metavar="NAME=COL[:neg,pos]",
+        help="with --data: a control axis (once or twice)",
+    )
     option(data, "max_reviews", "N", "0: every training review", int)
     option(data, "tokens_per_batch", "N", "stage 1's batch", int)
     option(data, "rt_fraction", "F", "share of Rotten Tomatoes batches")
@@ -396,7 +417,7 @@ def _export_talk(args):
     say = None if args.quiet else (lambda message: print(message, file=sys.stderr, flush=True))
     report = export_talk(
         args.out,
-        args.prompt or ["The movie was"],
+        args.prompt,  # None: the model's first suggested prompt ('The movie was' for the shipped model)
         checkpoint=args.checkpoint,
         seed=args.seed,
         new_tokens=args.new_tokens,
@@ -412,7 +433,8 @@ def _export_talk_args(p):
         action="extend",
         nargs="+",
         default=None,
-        help="prompt(s) to precompute (repeat or list several; the page gets a selector); default 'The movie was'",
+        help="prompt(s) to precompute (repeat or list several; the page gets a selector); default 'The movie was' "
+        "(a model trained with --data: the opening of one of its held-out texts)",
     )
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
     p.add_argument("--seed", type=int, default=0, help="sampling seed, the same at every control")

@@ -32,7 +32,7 @@ import torch
 from . import data
 from .analysis.curvature import token_path_curvature
 from .analysis.middle import relative_update
-from .checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
+from .checkpoint import CONFIG, DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_config, read_log
 from .generate import Sampling
 from .judge import WORD, judge_sentiment, judge_style, sentiment_judge, training_words
 from .measures import (  # noqa: F401  (the names callers have always found here are re-exported)
@@ -65,6 +65,7 @@ from .measures import (  # noqa: F401  (the names callers have always found here
 from .ode import SolverConfig
 from .tokenizer import bos_id, decode, encode
 from .train import evaluate_loss, heldout_batch
+from .user_data import is_user_model
 
 KEYS = (
     "val_loss_hybrid",
@@ -304,6 +305,10 @@ def evaluate(
     scores the same tokens at each review's own label and source (u = ±1). Steering is judged
     at steer_u (default: the checkpoint's trained_steer_u).
     """
+    if (Path(checkpoint) / CONFIG).is_file() and is_user_model(read_config(checkpoint)):  # its axes, its judges
+        from .axis_eval import evaluate_axes
+
+        return evaluate_axes(checkpoint, baseline, quick, steer_u)
     size = QUICK if quick else FULL
     hybrid, tok, config = load_checkpoint(checkpoint)
     discrete, baseline_tok, _ = load_checkpoint(baseline)
@@ -451,4 +456,8 @@ def run(checkpoint, baseline, quick: bool, as_json: bool, steer_u: float | None 
     report = evaluate(checkpoint, baseline, quick, steer_u)
     if as_json:
         return json.dumps(report, indent=2)
+    if "axes" in report:
+        from .axis_eval import format_axis_table
+
+        return format_axis_table(report, time.perf_counter() - start)
     return format_table(report, time.perf_counter() - start)

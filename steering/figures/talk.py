@@ -268,8 +268,10 @@ def payload(data) -> dict:
         middle, [p.points for p in data.reference_paths], [p.u for p in data.reference_paths], data.explained_variance
     )
     base["layout"].update(height=470)
+    axes = list(getattr(data, "axes", None) or [])
     return compact(
         {
+            **({"scoreLabel": axes[0]["positive"]} if axes else {}),  # a user model's first axis's positive end
             "sentiments": list(data.sentiments),
             "styles": list(data.styles),
             "compareSentiments": list(data.compare_sentiments),
@@ -427,7 +429,8 @@ SCRIPT = r"""
     $("talk-prompt-shown").textContent = P().shown;
     $("talk-continuation").textContent = pt.text;
     var score = $("talk-score");
-    score.textContent = "judged " + pt.verdict + ": P(positive) " + Math.round(100 * pt.score) + "%";
+    score.textContent = "judged " + pt.verdict + ": P(" + (D.scoreLabel || "positive") + ") " +
+      Math.round(100 * pt.score) + "%";
     score.className = "badge " + pt.verdict;
     score.dataset.score = String(pt.score);
     $("talk-vader").textContent = "VADER " + signed(pt.vader, 2);
@@ -600,8 +603,8 @@ SCRIPT = r"""
 """
 
 
-def _style_controls(styles) -> str:
-    names = {-1.0: "critic blurb", 0.0: "either", 1.0: "user review"}
+def _style_controls(styles, ends: tuple[str, str] = ("critic blurb", "user review")) -> str:
+    names = {-1.0: ends[0], 0.0: "either", 1.0: ends[1]}
     out = []
     for value in styles:
         checked = " checked" if value == 0.0 else ""
@@ -618,6 +621,19 @@ def talk_html(data) -> str:
     lo, hi = min(data.sentiments), max(data.sentiments)
     step = round((hi - lo) / max(len(data.sentiments) - 1, 1), 6)
     title = "Steering a transformer whose middle layers are an ODE"
+    # the control's words: the shipped model's, or a model's own axes (data.axes, trained with --data)
+    axes = list(getattr(data, "axes", None) or [])
+    first = axes[0] if axes else {"name": "sentiment", "negative": "negative", "positive": "positive"}
+    second = axes[1] if len(axes) > 1 else {"name": "style", "negative": "critic blurb", "positive": "user review"}
+    if len(axes) == 1:
+        second = {"name": "unused", "negative": "", "positive": ""}
+    u1_name, u2_name = html.escape(first["name"]), html.escape(second["name"])
+    u1_label = f"{u1_name.capitalize()} u₁ = <output id=talk-sentiment-value for=talk-sentiment>+0.0</output>"
+    u1_ends = (
+        f"<span>{_signed(lo, 0)} {html.escape(first['negative'])}</span><span>0</span>"
+        f"<span>{_signed(hi, 0)} {html.escape(first['positive'])}</span>"
+    )
+    u2_controls = _style_controls(data.styles, (second["negative"], second["positive"]))
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -630,15 +646,15 @@ def talk_html(data) -> str:
 <body>
 <header>
 <h1>{html.escape(title)}</h1>
-<p class=sub>dH/dτ = α·F(H, τ, u), steered by u = (sentiment u₁, style u₂). Every view below was computed
+<p class=sub>dH/dτ = α·F(H, τ, u), steered by u = ({u1_name} u₁, {u2_name} u₂). Every view below was computed
 ahead by the model <code>{html.escape(str(data.model["checkpoint"]))}</code>; this page only looks them up, offline.</p>
 </header>
 <section id=controls>
 <div><label for=talk-prompt>Prompt</label><select id=talk-prompt></select></div>
-<div><label for=talk-sentiment>Sentiment u₁ = <output id=talk-sentiment-value for=talk-sentiment>+0.0</output></label>
-<input type=range id=talk-sentiment min="{lo:g}" max="{hi:g}" step="{step:g}" value="0" aria-label="sentiment u1">
-<div class=scale><span>{_signed(lo, 0)} negative</span><span>0</span><span>{_signed(hi, 0)} positive</span></div></div>
-<fieldset id=talk-style><legend>Style u₂</legend>{_style_controls(data.styles)}</fieldset>
+<div><label for=talk-sentiment>{u1_label}</label>
+<input type=range id=talk-sentiment min="{lo:g}" max="{hi:g}" step="{step:g}" value="0" aria-label="{u1_name} u1">
+<div class=scale>{u1_ends}</div></div>
+<fieldset id=talk-style><legend>{u2_name.capitalize()} u₂</legend>{u2_controls}</fieldset>
 </section>
 <div class=card><p id=talk-text><b id=talk-prompt-shown></b><span id=talk-continuation></span></p></div>
 <div class=badges><span id=talk-score class=badge></span><span id=talk-vader class=badge></span>

@@ -1,0 +1,192 @@
+"""Steer any attribute, end to end: a small labelled file with two attributes that are not sentiment
+(formality, topic), `train --preset tiny` on it (both archs), then `evaluate --json`, `export-talk` and every
+page of the lab on that checkpoint, with the file's axis names and end labels on the sliders."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from test_app_pages import APP, TIMEOUT, chart, instant, no_exception
+from user_files import labelled_rows, write_csv
+
+from steering.__main__ import main
+
+AXES = ["--axis", "formality=register:casual,formal", "--axis", "topic=topic"]
+SHORT = ["--preset", "tiny", "--steps", "30", "--stage2-steps", "10", "--eval-every", "10", "--no-progress"]
+SMALL = ["--d-model", "32", "--field-hidden", "64", "--block-size", "48"]  # the lab tests' size: pages render fast
+FORMALITY_LABEL = "Formality u₁  (− casual … + formal)"
+TOPIC_LABEL = "Topic u₂  (− cooking … + sports)"
+
+
+@pytest.fixture(scope="session")
+def user_model(tmp_path_factory):
+    """(hybrid, discrete, cache) trained on a labelled CSV through the command line."""
+    root = tmp_path_factory.mktemp("user_model")
+    data = write_csv(root / "formality_topic.csv", labelled_rows(320))
+    models = root / "models"
+    hybrid, discrete = models / "hybrid", models / "discrete"
+    common = ["--data", str(data), "--text-column", "text", *AXES, *SHORT, *SMALL]
+    assert main(["train", *common, "--out", str(hybrid)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                *common,
+                "--arch",
+                "discrete",
+                "--out",
+                str(discrete),
+                "--tokenizer",
+                str(hybrid / "tokenizer.json"),
+            ]
+        )
+        == 0
+    )
+    return hybrid, discrete, root / "cache"
+
+
+def test_the_checkpoint_records_the_axes_their_judges_and_prompts(user_model):
+    hybrid, _, _ = user_model
+    meta = json.loads((hybrid / "config.json").read_text())["meta"]
+    assert [(a["name"], a["negative"], a["positive"]) for a in meta["axes"]] == [
+        ("formality", "casual", "formal"),
+        ("topic", "cooking", "sports"),
+    ]
+    # the probe's targets: the words the training split ties most to each end
+    assert set(meta["axes"][1]["probe_words"]["positive"]) <= {
+        "match",
+        "coach",
+        "striker",
+        "goal",
+        "league",
+        "table",
+        "extra",
+        "time",
+        "late",
+    }
+    assert set(meta["axes"][0]["probe_words"]["negative"]) <= {"lol", "honestly", "yeah", "so", "omg", "kinda"}
+    assert meta["train"]["data"].endswith("formality_topic.csv") and meta["train"]["text_column"] == "text"
+    heldout = {json.loads(line)["text"] for line in (hybrid / "heldout.jsonl").read_text().splitlines()}
+    assert meta["prompts"] and all(any(t.startswith(p) for t in heldout) for p in meta["prompts"])
+    for name in ("axis0.json", "axis0.safetensors", "axis1.json", "axis1.safetensors", "training_words.json"):
+        assert (hybrid / "judges" / name).is_file()
+    # the tokenizer was trained on the file: its words are whole tokens
+    vocab = json.loads((hybrid / "tokenizer.json").read_text())["model"]["vocab"]
+    assert "Ġstriker" in vocab and "Ġbasil" in vocab
+
+
+def test_evaluate_json_judges_each_axis(user_model, capsys):
+    hybrid, discrete, _ = user_model
+    assert main(["evaluate", "--quick", "--json", "--checkpoint", str(hybrid), "--baseline", str(discrete)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [a["name"] for a in report["axes"]] == ["formality", "topic"]
+    for axis in report["axes"]:
+        assert axis["judge_heldout_acc"] >= 0.9  # the attributes are plain in the words: the judges learn them
+        assert 0.0 <= axis["steer_positive_acc"] <= 1.0 and 0.0 <= axis["steer_negative_acc"] <= 1.0
+    words = json.loads((hybrid / "config.json").read_text())["meta"]["axes"][0]["probe_words"]
+    probe = report["axes"][0]["probe"]  # the first axis's probe words, steered at ±u
+    assert (probe["positive_word"], probe["negative_word"]) == (" " + words["positive"][0], " " + words["negative"][0])
+    assert 0.0 <= probe["positive_share_at_plus"] <= 1.0 and 0.0 <= probe["negative_share_at_minus"] <= 1.0
+    assert report["val_loss_hybrid"] < 6.3  # below a uniform guess over the 512 tokens (ln 512 = 6.24 + slack)
+    assert 0.0 < report["valid_word_rate"] <= 1.0
+
+
+def test_export_talk_names_the_axes(user_model, tmp_path, capsys, monkeypatch):
+    hybrid, _, cache = user_model
+    monkeypatch.setenv("STEERING_CACHE", str(cache))
+    out = tmp_path / "talk.html"
+    assert main(["export-talk", "--quiet", "--checkpoint", str(hybrid), "--out", str(out), "--new-tokens", "4"]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "Formality u₁" in page and "Topic u₂" in page
+    assert "casual" in page and "cooking" in page and "sports" in page
+    assert "Sentiment u₁" not in page and "critic blurb" not in page
+    prompts = json.loads((hybrid / "config.json").read_text())["meta"]["prompts"]
+    assert json.dumps(prompts[0])[1:-1] in page  # the default prompt: the model's first held-out opening
+
+
+@pytest.fixture
+def user_lab(user_model, monkeypatch):
+    hybrid, discrete, cache = user_model
+    for key, value in {
+        "STEERING_CHECKPOINT": str(hybrid),
+        "STEERING_BASELINE": str(discrete),
+        "STEERING_CACHE": str(cache),
+        "STEERING_RESULTS": str(cache / "no-results"),
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("STEERING_CHECKPOINTS", raising=False)
+    return hybrid
+
+
+def run(page: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    no_exception(at)
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def test_the_steer_page_shows_the_axes_and_the_models_own_prompts(user_lab):
+    at = run()
+    payload = instant(at)
+    assert payload["label"] == FORMALITY_LABEL
+    assert at.slider(key="w_style").label == TOPIC_LABEL
+    prompts = json.loads((user_lab / "config.json").read_text())["meta"]["prompts"]
+    assert at.text_area(key="w_prompt").value == prompts[0]
+    badges = [text for text, _ in payload["views"][payload["current"]]["badges"]]
+    assert badges[0].startswith("judged ") and "P(formal)" in badges[0]
+    assert any("casual" in c.value or "formal" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "lab_pages/trajectories.py",
+        "lab_pages/solvers.py",
+        "lab_pages/regimes.py",
+        "lab_pages/lens.py",
+        "lab_pages/dynamics.py",
+        "lab_pages/training.py",
+        "lab_pages/results.py",
+    ],
+)
+def test_every_page_renders_on_the_users_checkpoint(user_lab, page):
+    at = run(page)
+    assert at.title
+    labels = {s.key: s.label for s in at.slider}
+    if page == "lab_pages/trajectories.py":
+        assert labels["w_sentiment"] == FORMALITY_LABEL and labels["w_style"] == TOPIC_LABEL
+        assert chart(at, "paths")["data"]
+    if page == "lab_pages/regimes.py":
+        meta = json.loads((user_lab / "config.json").read_text())["meta"]
+        words = meta["axes"][0]["probe_words"]
+        assert at.text_input(key="w_target_pos").value == " " + words["positive"][0]
+        assert at.text_input(key="w_target_neg").value == " " + words["negative"][0]
+        assert labels["w_sentiment"] == "Formality u₁ for this sweep"
+        assert chart(at, "regimes")["data"]
+
+
+def test_the_sidebar_switches_between_checkpoints_found_under_a_folder(user_lab, monkeypatch, tmp_path):
+    # a checkpoint of the movie-reviews kind: the same weights with a config that records no axes
+    movie = tmp_path / "movie"
+    shutil.copytree(user_lab, movie)
+    config = json.loads((movie / "config.json").read_text())
+    del config["meta"]["axes"], config["meta"]["prompts"]
+    (movie / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("STEERING_CHECKPOINT", str(movie))
+    monkeypatch.setenv("STEERING_CHECKPOINTS", str(user_lab.parent))  # holds the hybrid and the discrete
+    at = run("lab_pages/trajectories.py")
+    picker = at.selectbox(key="w_checkpoint")
+    assert picker.options == ["movie", "hybrid"] and picker.value == str(movie)  # the discrete one is not offered
+    assert at.slider(key="w_sentiment").label == "Sentiment u₁  (− negative … + positive)"
+    picker.set_value(str(user_lab)).run()
+    no_exception(at)
+    assert at.slider(key="w_sentiment").label == FORMALITY_LABEL
+    assert at.slider(key="w_style").label == TOPIC_LABEL
+    prompts = json.loads((user_lab / "config.json").read_text())["meta"]["prompts"]
+    assert at.text_area(key="w_prompt").value == prompts[0]  # the new model's own opening
