@@ -433,7 +433,7 @@ def test_train_help_is_a_short_manual_in_groups(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["train", "--help"])
     text = capsys.readouterr().out
-    assert len(text.splitlines()) <= 80, len(text.splitlines())
+    assert len(text.splitlines()) <= 90, len(text.splitlines())  # 80 before the depth-varying field's six options
     titles = ["run control:", "model:", "data:", "stage 1:", "stage 2 (hybrid):", "penalties and contrast:"]
     assert [line for line in text.splitlines() if line in titles] == titles
 
