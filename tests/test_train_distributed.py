@@ -131,20 +131,6 @@ def test_a_killed_worker_ends_the_run_and_resume_completes_it(late_rank, tmp_pat
     assert json.loads((out / "config.json").read_text())["meta"]["world_size"] == 2
 
 
-def test_with_max_restarts_a_killed_worker_is_restarted_and_the_run_resumes(late_rank, tmp_path):
-    out = tmp_path / "run"
-    launcher = ["--nnodes", "1", "--nproc-per-node", "2", "--max-restarts", "1"]
-    rdzv = ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}"]
-    train = ["-m", "steering", "train", "--out", str(out), *RUN, "--tokenizer", str(late_rank / "tokenizer.json")]
-    with Launched(_torchrun(*launcher, *rdzv, *train), tmp_path / "output.txt", cwd=ROOT, env=_env()) as run:
-        _kill_rank1_mid_run(run, out)
-        assert run.wait(LIMIT_S) == 0, run.output()[-4000:]
-        assert re.search(r"resuming .*: stage 1 step [1-9]", run.output()), run.output()[-4000:]
-        assert run.left_behind() == []
-    assert _steps(out) == EVERY_STEP
-    assert [r["loss"] for r in read_log(out)] == pytest.approx([r["loss"] for r in read_log(late_rank)], rel=1e-5)
-
-
 def _readme_multi_machine_command() -> list[str]:
     """The README's command for several machines (a shell line continued with backslashes)."""
     text = (ROOT / "README.md").read_text()
