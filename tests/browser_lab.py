@@ -144,6 +144,37 @@ def wait_until_idle(page, timeout: float = 120.0, quiet: float = 0.8):
     raise TimeoutError("the app kept running")
 
 
+def full_page_screenshot(page, path, max_height: int = 16_000):
+    """The whole page, not just the viewport: Streamlit scrolls inside its main element, so Playwright's
+    full_page=True stops at the first screen. Grow the viewport to the content's height, shoot, restore."""
+    size = page.viewport_size
+    height = page.evaluate(
+        """() => { const main = document.querySelector('[data-testid="stMain"]');
+                   return Math.max(document.scrollingElement.scrollHeight, main ? main.scrollHeight : 0); }"""
+    )
+    page.set_viewport_size({"width": size["width"], "height": min(max(height, size["height"]), max_height)})
+    try:
+        wait_until_idle(page)
+        page.wait_for_timeout(500)  # plotly relayouts to the new size
+        page.screenshot(path=str(path), full_page=True)
+    finally:
+        page.set_viewport_size(size)
+
+
+def shows_chart_under(page, heading: str) -> bool:
+    """True when a heading with this text is on the page and a drawn plotly chart follows it."""
+    return page.evaluate(
+        """(text) => {
+        const heads = [...document.querySelectorAll('h1, h2, h3')].filter(h => h.innerText.includes(text));
+        if (!heads.length) return false;
+        const after = (el) => heads[0].compareDocumentPosition(el) & Node.DOCUMENT_POSITION_FOLLOWING;
+        return [...document.querySelectorAll('.js-plotly-plot .main-svg')].some(
+            svg => after(svg) && svg.getBoundingClientRect().height > 100);
+    }""",
+        heading,
+    )
+
+
 def no_traceback(page):
     """No exception element and no traceback text anywhere in the app."""
     assert page.locator('[data-testid="stException"]').count() == 0

@@ -11,9 +11,11 @@ import pytest
 from browser_lab import (
     ROOT,
     browser,
+    full_page_screenshot,
     lab_server,
     map_signature,
     move_sentiment,
+    shows_chart_under,
     no_traceback,
     open_page,
     steer_text,
@@ -58,7 +60,10 @@ def test_slider_steers_text_and_plot_in_the_browser(lab_url):
             page.wait_for_selector("h1", timeout=300_000)
             wait_until_idle(page, timeout=300)
             no_traceback(page)
-            page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+            if name == "regimes":  # the step trace and the (u, τ) heatmaps sit below the first screen
+                for heading in ("Why this many steps?", "Speed, turn and stretching"):
+                    assert shows_chart_under(page, heading), heading
+            full_page_screenshot(page, SHOTS / f"{name}.png")
 
         open_page(page, f"{url}/?u=1.5&presenter=1")
         wait_for_steer_page(page)
