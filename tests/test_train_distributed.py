@@ -61,7 +61,7 @@ HOLD_RANK1 = """
 import os, runpy, sys, time
 from pathlib import Path
 
-import steering.train
+import steering.distributed
 
 def held_back(*args, **kwargs):
     rank, world = setup(*args, **kwargs)
@@ -69,7 +69,7 @@ def held_back(*args, **kwargs):
         time.sleep(0.05)
     return rank, world
 
-setup, steering.train._dist_setup = steering.train._dist_setup, held_back
+setup, steering.distributed.start = steering.distributed.start, held_back
 sys.argv = ["steering", "train", *sys.argv[1:]]
 runpy.run_module("steering", run_name="__main__")
 """
@@ -129,6 +129,40 @@ def test_a_killed_worker_ends_the_run_and_resume_completes_it(late_rank, tmp_pat
     # each rank resumed its own batches (and its own RNG): the losses are the uninterrupted run's
     assert [r["loss"] for r in read_log(out)] == pytest.approx([r["loss"] for r in read_log(late_rank)], rel=1e-5)
     assert json.loads((out / "config.json").read_text())["meta"]["world_size"] == 2
+
+
+# a restarted rank 0 that joins 3 s after rank 1: the process group's keys from the killed round are still
+# in torchrun's store, and rank 1 took rank 0's old address from them (gloo: connection refused, every time)
+RESTARTED_RANK0_LATE = """
+import os, runpy, sys, time
+
+import steering.distributed
+
+def late(*args, **kwargs):
+    if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0" and os.environ["RANK"] == "0":
+        time.sleep(3)
+    return start(*args, **kwargs)
+
+start, steering.distributed.start = steering.distributed.start, late
+sys.argv = ["steering", "train", *sys.argv[1:]]
+runpy.run_module("steering", run_name="__main__")
+"""
+
+
+def test_with_max_restarts_a_killed_worker_is_restarted_and_the_run_resumes(late_rank, tmp_path):
+    out = tmp_path / "run"
+    (tmp_path / "restarted_rank0_late.py").write_text(RESTARTED_RANK0_LATE)
+    launcher = ["--nnodes", "1", "--nproc-per-node", "2", "--max-restarts", "1"]
+    rdzv = ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}"]
+    train = [str(tmp_path / "restarted_rank0_late.py"), "--out", str(out), *RUN]
+    train += ["--tokenizer", str(late_rank / "tokenizer.json")]
+    with Launched(_torchrun(*launcher, *rdzv, *train), tmp_path / "output.txt", cwd=ROOT, env=_env()) as run:
+        _kill_rank1_mid_run(run, out)
+        assert run.wait(LIMIT_S) == 0, run.output()[-4000:]
+        assert re.search(r"resuming .*: stage 1 step [1-9]", run.output()), run.output()[-4000:]
+        assert run.left_behind() == []
+    assert _steps(out) == EVERY_STEP
+    assert [r["loss"] for r in read_log(out)] == pytest.approx([r["loss"] for r in read_log(late_rank)], rel=1e-5)
 
 
 def _readme_multi_machine_command() -> list[str]:
