@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from .checkpoint import DEFAULT_CHECKPOINT, CheckpointError
 from .ode import SOLVERS, SolverConfig, SolverStepLimitError
@@ -283,8 +284,13 @@ def _at_least_seven(text: str) -> int:
 
 @command("evaluate", "judge steered generations and check both models on the held-out split")
 def _evaluate(args):
-    from .evaluate import run
+    from .checkpoint import CONFIG, read_config
+    from .user_data import is_user_model
 
+    if (Path(args.checkpoint) / CONFIG).is_file() and is_user_model(read_config(args.checkpoint)):
+        from .axis_eval import run  # its own axes, judged by the judges trained on its file
+    else:
+        from .evaluate import run
     print(run(args.checkpoint, args.baseline, quick=args.quick, as_json=args.json, steer_u=args.steer_u))
 
 

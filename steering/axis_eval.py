@@ -10,16 +10,30 @@ judged on the asked-for side. Each judge's held-out accuracy says how far to tru
 
 from __future__ import annotations
 
+import json
+import time
+
 import numpy as np
 import torch
 
 from . import user_data
 from .checkpoint import load_checkpoint
+from .evaluate import (
+    _same_tokenizer,
+    bits_per_byte,
+    log_summary,
+    middle_relative_update,
+    repeated_trigram_rate,
+    steered_perplexity_ratio,
+    trained_steer_u,
+    valid_word_rate,
+)
 from .measures import (
     FULL,
     PROMPT_TOKENS,
     QUICK,
     SEED,
+    PromptGenerations,
     generate_for_prompts,
     probe_controls,
     probe_shares,
@@ -69,18 +83,6 @@ def axis_settings(axes, steer_u: float) -> dict[str, tuple[float, float]]:
 
 def evaluate_axes(checkpoint, baseline, quick: bool = False, steer_u: float | None = None) -> dict:
     """The evaluation of a user checkpoint, as a dict (JSON-ready); `axes` holds one entry per axis."""
-    from .evaluate import (
-        _same_tokenizer,
-        bits_per_byte,
-        log_summary,
-        middle_relative_update,
-        repeated_trigram_rate,
-        steered_perplexity_ratio,
-        trained_steer_u,
-        valid_word_rate,
-    )
-    from .measures import PromptGenerations
-
     size = QUICK if quick else FULL
     hybrid, tok, config = load_checkpoint(checkpoint)
     discrete, baseline_tok, _ = load_checkpoint(baseline)
@@ -199,3 +201,10 @@ def format_axis_table(report: dict, seconds: float | None = None) -> str:
     if seconds is not None:
         lines.append(f"(took {seconds:.0f} s)")
     return "\n".join(lines)
+
+
+def run(checkpoint, baseline, quick: bool, as_json: bool, steer_u: float | None = None) -> str:
+    """`python -m steering evaluate` on a model trained on a user's file: JSON or the table."""
+    start = time.perf_counter()
+    report = evaluate_axes(checkpoint, baseline, quick, steer_u)
+    return json.dumps(report, indent=2) if as_json else format_axis_table(report, time.perf_counter() - start)

@@ -12,6 +12,7 @@ from safetensors.torch import load_file, save_file
 
 from .model import ModelConfig, build_model
 from .tokenizer import load_tokenizer
+from .train_config import train_config_from_dict
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 # STEERING_CHECKPOINT / STEERING_BASELINE point the app and the CLIs at another checkpoint.
@@ -62,9 +63,6 @@ def load_checkpoint(ckpt_dir: str | Path = DEFAULT_CHECKPOINT, device: str = "cp
     train_options = (config.get("meta") or {}).get("train")
     if isinstance(train_options, dict):
         # an older run's options load too; one warning names any that no longer exist and mattered
-        # (imported here, not at the top: train imports this module)
-        from .train import train_config_from_dict
-
         train_config_from_dict(train_options, source=str(ckpt / CONFIG))
     try:
         model = build_model(ModelConfig.from_dict(config["model"]))

@@ -24,7 +24,7 @@ the per-evaluation caches and biases exact; adaptive solvers keep the general pa
 The arithmetic is the general path's reassociated (folded constants, a reciprocal for a
 division), so logits agree to float32 rounding (~1e-6 relative), not bit for bit; the
 tests check that greedy and seeded sampled tokens are identical to the general path's.
-Sampling goes through generate.next_tokens, so a draw is the same for the same logits.
+Sampling goes through sampling.next_tokens (as on the general path), so a draw is the same for the same logits.
 
 bf16 weights were measured and not used: on this CPU (AVX-512 BF16, no AMX) torch's bf16
 1-row products were no faster (the 256 x 7,168 head 0.94x-1.3x the fp32 time, a 256 x 1,280 map
@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from .ode import SolverConfig
+from .sampling import Cancelled, next_tokens
 
 # Per fixed-step method: the stage τ offsets (fractions of a step) torchdiffeq evaluates the field at.
 STAGES = {"euler": 1, "midpoint": 2, "rk4": 4}
@@ -490,10 +491,8 @@ def fast_sample_tokens(
     u [n or 1, c]. With `gens` (one torch.Generator per row) each row draws from its own
     generator, as n separate one-row calls would; otherwise all rows share one, as in
     sample_tokens. cancelled() is polled between tokens: when it returns True the decoding
-    stops with generate.Cancelled. on_prompt(logits [n, vocab]) sees the prompt's last logits.
+    stops with sampling.Cancelled. on_prompt(logits [n, vocab]) sees the prompt's last logits.
     """
-    from .generate import Cancelled, next_tokens
-
     if not ids or len(ids) + max_new_tokens - 1 > model.config.block_size:
         raise ValueError(
             f"sequence of {len(ids) + max_new_tokens - 1} tokens exceeds the context of {model.config.block_size}"

@@ -305,10 +305,11 @@ def evaluate(
     scores the same tokens at each review's own label and source (u = ±1). Steering is judged
     at steer_u (default: the checkpoint's trained_steer_u).
     """
-    if (Path(checkpoint) / CONFIG).is_file() and is_user_model(read_config(checkpoint)):  # its axes, its judges
-        from .axis_eval import evaluate_axes
-
-        return evaluate_axes(checkpoint, baseline, quick, steer_u)
+    if (Path(checkpoint) / CONFIG).is_file() and is_user_model(read_config(checkpoint)):
+        raise ValueError(
+            f"{checkpoint} was trained on a user's file: judge it on its own axes with "
+            "steering.axis_eval.evaluate_axes (`python -m steering evaluate` does)"
+        )
     size = QUICK if quick else FULL
     hybrid, tok, config = load_checkpoint(checkpoint)
     discrete, baseline_tok, _ = load_checkpoint(baseline)
@@ -456,8 +457,4 @@ def run(checkpoint, baseline, quick: bool, as_json: bool, steer_u: float | None 
     report = evaluate(checkpoint, baseline, quick, steer_u)
     if as_json:
         return json.dumps(report, indent=2)
-    if "axes" in report:
-        from .axis_eval import format_axis_table
-
-        return format_axis_table(report, time.perf_counter() - start)
     return format_table(report, time.perf_counter() - start)

@@ -19,46 +19,18 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from .decode import can_decode_fast, fast_sample_tokens
 from .ode import TRAINING_SOLVER, SolverConfig, validate_control
+from .sampling import (  # noqa: F401 (re-exported: callers import the sampling rules from here)
+    DEFAULT_SAMPLING,
+    GREEDY,
+    Cancelled,
+    Sampling,
+    filter_logits,
+    next_tokens,
+    penalize_repeats,
+)
 from .tokenizer import bos_id, decode, encode
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """How the next token is drawn from the logits.
-
-    temperature 0 is greedy. top_k / top_p cut the tail. repetition_penalty > 1 divides the
-    positive logits (multiplies the negative ones) of every token already in the text (CTRL);
-    no_repeat_ngram n > 0 forbids any token that would repeat an n-gram of tokens already in the
-    text. DEFAULT_SAMPLING's values were chosen by measurement (docs/model-card.md, "Sampling").
-    """
-
-    temperature: float = 0.8
-    top_k: int | None = 40
-    top_p: float | None = None
-    repetition_penalty: float = 1.0
-    no_repeat_ngram: int = 0
-
-    def __post_init__(self):
-        if not 0 <= self.temperature <= 10:
-            raise ValueError(f"temperature must be in [0, 10], got {self.temperature}")
-        if self.top_k is not None and self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if not 1.0 <= self.repetition_penalty <= 10:
-            raise ValueError(f"repetition_penalty must be in [1, 10], got {self.repetition_penalty}")
-        if not isinstance(self.no_repeat_ngram, int) or not 0 <= self.no_repeat_ngram <= 16:
-            raise ValueError(f"no_repeat_ngram must be an integer in [0, 16], got {self.no_repeat_ngram}")
-
-
-# the evaluation's valid-word rate and repeated trigrams with each candidate: docs/model-card.md, "Sampling"
-DEFAULT_SAMPLING = Sampling(temperature=0.5, top_k=10, repetition_penalty=1.1, no_repeat_ngram=3)
-GREEDY = Sampling(temperature=0.0, top_k=None)
-
-
-class Cancelled(Exception):
-    """Decoding stopped because the caller's cancelled() said so (the inputs changed meanwhile)."""
 
 
 @dataclass
@@ -98,47 +70,6 @@ def prompt_ids(tok, prompt: str, block_size: int, max_new_tokens: int) -> tuple[
     return ids, ""
 
 
-def filter_logits(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None) -> torch.Tensor:
-    logits = logits / max(temperature, 1e-6)
-    if top_k:
-        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p is not None and top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
-        cumulative = sorted_logits.softmax(-1).cumsum(-1)
-        drop = cumulative - sorted_logits.softmax(-1) > top_p  # keep the token that crosses top_p
-        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
-        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
-    return logits
-
-
-def penalize_repeats(logits: torch.Tensor, history: torch.Tensor, sampling: Sampling) -> torch.Tensor:
-    """logits [n, vocab] with the repetition penalty and the no-repeat n-gram ban applied, given
-    each row's text so far, history [n, length] (prompt and generated tokens)."""
-    if sampling.repetition_penalty != 1.0:
-        seen = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, history, True)
-        penalized = torch.where(logits > 0, logits / sampling.repetition_penalty, logits * sampling.repetition_penalty)
-        logits = torch.where(seen, penalized, logits)
-    n = sampling.no_repeat_ngram
-    if n and history.shape[1] >= n:
-        logits = logits.clone()
-        grams = history.unfold(1, n, 1)  # [rows, windows, n]
-        for row in range(history.shape[0]):
-            tail = history[row, history.shape[1] - n + 1 :]  # the n - 1 tokens a new n-gram would start with
-            match = (grams[row, :, : n - 1] == tail).all(-1) if n > 1 else torch.ones(grams.shape[1], dtype=torch.bool)
-            logits[row, grams[row, match, n - 1]] = float("-inf")
-    return logits
-
-
-def next_tokens(logits: torch.Tensor, history: torch.Tensor, sampling: Sampling, gen: torch.Generator) -> torch.Tensor:
-    """One token per row [n, 1], drawn from logits [n, vocab] as `sampling` says."""
-    logits = penalize_repeats(logits.float(), history, sampling)
-    if sampling.temperature == 0:
-        return logits.argmax(-1, keepdim=True)
-    probs = filter_logits(logits, sampling.temperature, sampling.top_k, sampling.top_p).softmax(-1)
-    return torch.multinomial(probs.cpu(), 1, generator=gen).to(logits.device)
-
-
 def check_sampling_args(max_new_tokens: int, block_size: int):
     if not 1 <= max_new_tokens < block_size:
         raise ValueError(f"max_new_tokens must be in [1, {block_size - 1}], got {max_new_tokens}")
@@ -163,8 +94,6 @@ def sample_tokens(
     fast: decode on steering/decode.py's fast path where it applies (with the cache, a fixed-step
     solver or the discrete model); the tokens are the same either way."""
     if fast and use_cache:
-        from .decode import can_decode_fast, fast_sample_tokens
-
         if can_decode_fast(model, solver):
             return fast_sample_tokens(model, ids, u, max_new_tokens, n=n, sampling=sampling, seed=seed, solver=solver)
     device = next(model.parameters()).device

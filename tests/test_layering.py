@@ -96,3 +96,42 @@ def test_evaluate_reexports_the_shared_measures_unchanged():
         "solver_divergence",
     ):
         assert getattr(evaluate, name) is getattr(measures, name), name
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """steering module -> the steering modules it imports (anywhere in the file, inside functions too)."""
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {name: {m for m in steering_imports(path) if m in paths and m != name} for name, path in paths.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One shortest cycle through each module that is on one (breadth-first from each module back to itself)."""
+    found = []
+    for start in sorted(graph):
+        paths, seen = [[start]], {start}
+        while paths:
+            path = paths.pop(0)
+            if start in graph[path[-1]]:
+                found.append(path)
+                break
+            for nxt in sorted(graph[path[-1]] - seen):
+                seen.add(nxt)
+                paths.append(path + [nxt])
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [
+        ["a", "b", "c"],
+        ["b", "c", "a"],
+        ["c", "a", "b"],
+    ]
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    graph = _import_graph()
+    graph = {k: {m for m in v if m != "steering"} for k, v in graph.items()}  # `from steering import x`: the package
+    packages = {module_name(p) for p in PACKAGE.rglob("__init__.py")}
+    # a package's __init__ re-exporting its own submodules is not a cycle between layers
+    graph = {k: {m for m in v if not (k in packages and m.startswith(k + "."))} for k, v in graph.items()}
+    assert _cycles(graph) == []
