@@ -35,7 +35,6 @@ COMPARE_SENTIMENTS = (-2.0, -1.0, 0.0, 1.0, 2.0)
 REGIME_POINTS = 21
 REGIME_RTOL, REGIME_ATOL = 1e-3, 1e-4  # the Regimes page's default tolerance (atol = rtol / 10)
 REGIME_TARGETS = (" good", " bad")
-GRID_SOLVER = lab.DEFAULT_STATE.solver_config()  # the lab's default fixed-step solver (4 Euler steps)
 ADAPTIVE_SOLVER = SolverConfig("dopri5", rtol=1e-7, atol=1e-9)  # the Solvers page's default reference
 DEFAULT_NEW_TOKENS = 24
 TEMPERATURE, TOP_K, N_TAU = 0.8, 10, 33  # compute_steer_views' defaults, as on the Steer page
@@ -127,14 +126,16 @@ def steer_grid(
     max_new_tokens: int = DEFAULT_NEW_TOKENS,
     sentiments: Sequence[float] = SENTIMENTS,
     styles: Sequence[float] = STYLES,
-    solver: SolverConfig = GRID_SOLVER,
+    solver: SolverConfig | None = None,
     cancelled=None,
     axis_judge=None,
     ends: tuple[str, str] | None = None,
 ) -> tuple[list[lab.SteerView], list[list[GridPoint]]]:
     """The Steer page's view at every grid control: batched decodes (lab.compute_steer_views, same seed in
     every row, so only u changes the text) and one batched call of each judge (as lab.judge_text judges).
-    axis_judge, ends: a user model's first-axis judge and its (negative, positive) end labels."""
+    axis_judge, ends: a user model's first-axis judge and its (negative, positive) end labels.
+    solver: the fixed-step solver of the grid (default: the one the model trained with, as the lab opens on)."""
+    solver = solver or model.training_solver
     controls = grid_controls(sentiments, styles)
     rows = _rows_per_batch(model, tok, prompt, N_TAU)
     views: list[lab.SteerView] = []
@@ -184,15 +185,17 @@ def solver_comparisons(
     *,
     sentiments: Sequence[float] = COMPARE_SENTIMENTS,
     styles: Sequence[float] = STYLES,
-    fixed: SolverConfig = GRID_SOLVER,
+    fixed: SolverConfig | None = None,
     adaptive: SolverConfig = ADAPTIVE_SOLVER,
 ):
     """Fixed against adaptive (steering.analysis.solvers.compare_solvers) at each (sentiment, style), with both
-    paths on the PCA map: ([style][sentiment] comparisons, [style][sentiment] (path A, path B))."""
+    paths on the PCA map: ([style][sentiment] comparisons, [style][sentiment] (path A, path B)).
+    fixed: default the solver the model trained with."""
     from .analysis.pca import ProjectedPath
     from .analysis.solvers import compare_solvers
     from .analysis.trajectories import pooled
 
+    fixed = fixed or model.training_solver
     comparisons, paths = [], []
     for style in styles:
         row, row_paths = [], []
@@ -458,7 +461,7 @@ def build_talk(
         "new_tokens": int(max_new_tokens),
         "temperature": TEMPERATURE,
         "top_k": TOP_K,
-        "grid_solver": GRID_SOLVER.label(),
+        "grid_solver": model.training_solver.label(),
         "adaptive_solver": ADAPTIVE_SOLVER.label(),
         "regime_rtol": REGIME_RTOL,
         "regime_atol": REGIME_ATOL,

@@ -109,7 +109,7 @@ def test_a_grid_point_is_the_steer_pages_view(built):
     model, tok, pca_map, data, _ = built
     point = data.prompts[0].point(1.0, -1.0)
     alone = lab.compute_steer_view(
-        model, tok, pca_map, "The movie was", (1.0, -1.0), talk.GRID_SOLVER, seed=3, max_new_tokens=NEW_TOKENS
+        model, tok, pca_map, "The movie was", (1.0, -1.0), model.training_solver, seed=3, max_new_tokens=NEW_TOKENS
     )
     assert point.next_tokens == alone.next_tokens
     assert point.next_probs == pytest.approx(alone.next_probs, rel=1e-4, abs=1e-6)

@@ -42,7 +42,7 @@ EVALUATION_LABELS = {
     "probe_bad_neg": "P(' bad') share at u = −1",
     "style_rt_acc": "style −1 judged critic blurb",
     "style_imdb_acc": "style +1 judged user review",
-    "solver_divergence": "final divergence, 4 Euler steps vs dopri5",
+    "solver_divergence": "final divergence, the trained fixed solver vs dopri5",
     "valid_word_rate": "valid word rate",
     "repeated_trigram_rate": "repeated trigram rate",
     "ppl_ratio_steered": "perplexity ratio, steered / unsteered",
