@@ -54,7 +54,7 @@ def _train(args):
 
 
 def _train_args(p):
-    from .train import TrainConfig
+    from .train_config import TrainConfig
 
     demo = TrainConfig()
     p.formatter_class = lambda prog: argparse.HelpFormatter(prog, max_help_position=38)
@@ -284,10 +284,9 @@ def _at_least_seven(text: str) -> int:
 
 @command("evaluate", "judge steered generations and check both models on the held-out split")
 def _evaluate(args):
-    from .checkpoint import CONFIG, read_config
-    from .user_data import is_user_model
+    from .user_data import is_user_checkpoint
 
-    if (Path(args.checkpoint) / CONFIG).is_file() and is_user_model(read_config(args.checkpoint)):
+    if is_user_checkpoint(args.checkpoint):
         from .axis_eval import run  # its own axes, judged by the judges trained on its file
     else:
         from .evaluate import run
@@ -314,7 +313,6 @@ ARGUMENTS = {"train": _train_args, "generate": _generate_args, "bench": _bench_a
 
 @command("tokenizer", "train the byte-level BPE tokenizer on the training split (both models then share it)")
 def _tokenizer(args):
-    from pathlib import Path
 
     from . import data
     from .tokenizer import train_tokenizer
@@ -454,7 +452,6 @@ ARGUMENTS["export-talk"] = _export_talk_args
 @command("figures", "the lab's key figures as slides: PNG (1920x1080) and SVG, via plotly's export and Chromium")
 def _figures(args):
     import time as _time
-    from pathlib import Path
 
     from .figure_export import Inputs, build_figures, find_browser, parse_names, write_figures
 

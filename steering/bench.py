@@ -253,7 +253,8 @@ def measure_kv_cache(
     seed: int = 0,
 ) -> CacheResult:
     """Greedy generation of `new_tokens` after a prompt that together with them fills `context` tokens."""
-    from .generate import GREEDY, sample_tokens
+    from .generate import sample_tokens
+    from .sampling import GREEDY
 
     context = min(context, model.config.block_size)
     new_tokens = min(new_tokens, context - 1)
@@ -353,7 +354,8 @@ def measure_decode(
     threads: int = 1,
 ) -> DecodeResult:
     """Greedy decoding at batch 1 on `threads` torch threads: fast path and general path, alternating."""
-    from .generate import GREEDY, sample_tokens
+    from .generate import sample_tokens
+    from .sampling import GREEDY
 
     context = min(context, model.config.block_size)
     new_tokens = max(1, min(new_tokens, context - 1))

@@ -17,15 +17,11 @@ import torch
 import torch.distributed as dist
 
 
-def world_size() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
 def start(device: torch.device, timeout_s: float = 600.0) -> tuple[int, int]:
     """Join the process group torchrun describes in the environment: (rank, world size); (0, 1) alone.
 
     A peer that stops answering fails the run after timeout_s, and torchrun then ends (or restarts) it."""
-    world = world_size()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return 0, 1
     if not dist.is_initialized():

@@ -32,8 +32,7 @@ import torch
 from . import data
 from .analysis.curvature import token_path_curvature
 from .analysis.middle import relative_update
-from .checkpoint import CONFIG, DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_config, read_log
-from .generate import Sampling
+from .checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
 from .judge import WORD, judge_sentiment, judge_style, sentiment_judge, training_words
 from .measures import (  # noqa: F401  (the names callers have always found here are re-exported)
     BPB_CHARS,
@@ -63,9 +62,10 @@ from .measures import (  # noqa: F401  (the names callers have always found here
     word_probabilities,
 )
 from .ode import SolverConfig
+from .sampling import Sampling
 from .tokenizer import bos_id, decode, encode
 from .train import evaluate_loss, heldout_batch
-from .user_data import is_user_model
+from .user_data import is_user_checkpoint
 
 KEYS = (
     "val_loss_hybrid",
@@ -305,7 +305,7 @@ def evaluate(
     scores the same tokens at each review's own label and source (u = ±1). Steering is judged
     at steer_u (default: the checkpoint's trained_steer_u).
     """
-    if (Path(checkpoint) / CONFIG).is_file() and is_user_model(read_config(checkpoint)):
+    if is_user_checkpoint(checkpoint):
         raise ValueError(
             f"{checkpoint} was trained on a user's file: judge it on its own axes with "
             "steering.axis_eval.evaluate_axes (`python -m steering evaluate` does)"

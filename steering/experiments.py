@@ -474,8 +474,8 @@ def activation_comparison(hybrid, discrete, tok, size: Size) -> dict:
         steering_vector,
         symmetric_grid,
     )
-    from .generate import DEFAULT_SAMPLING
     from .ode import TRAINING_SOLVER
+    from .sampling import DEFAULT_SAMPLING
 
     vec = steering_vector(discrete, tok, data.train_reviews(), max_reviews=size.vector_reviews)
     c_limit = vec.residual_norm / vec.norm

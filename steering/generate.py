@@ -21,15 +21,7 @@ import torch
 
 from .decode import can_decode_fast, fast_sample_tokens
 from .ode import TRAINING_SOLVER, SolverConfig, validate_control
-from .sampling import (  # noqa: F401 (re-exported: callers import the sampling rules from here)
-    DEFAULT_SAMPLING,
-    GREEDY,
-    Cancelled,
-    Sampling,
-    filter_logits,
-    next_tokens,
-    penalize_repeats,
-)
+from .sampling import DEFAULT_SAMPLING, Sampling, next_tokens
 from .tokenizer import bos_id, decode, encode
 
 

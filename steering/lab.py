@@ -550,7 +550,7 @@ def compute_steer_view(
     *,
     seed: int = 0,
     max_new_tokens: int = 24,
-    temperature: float | None = None,  # None: the sampler's default (generate.DEFAULT_SAMPLING)
+    temperature: float | None = None,  # None: the sampler's default (sampling.DEFAULT_SAMPLING)
     top_k: int = 10,
     n_tau: int = 33,
     cancelled=None,
@@ -622,7 +622,7 @@ def compute_steer_views(
     *,
     seed: int = 0,
     max_new_tokens: int = 24,
-    temperature: float | None = None,  # None: the sampler's default (generate.DEFAULT_SAMPLING)
+    temperature: float | None = None,  # None: the sampler's default (sampling.DEFAULT_SAMPLING)
     top_k: int = 10,
     n_tau: int = 33,
     cancelled=None,
@@ -632,7 +632,7 @@ def compute_steer_views(
     Each row samples from its own generator seeded with `seed`, so a row gives the tokens a call for
     that control alone gives (batched products round differently in the last bits, which can flip a
     token only where two are tied to float precision). cancelled() is polled between tokens and
-    stages; when it returns True the computation stops with generate.Cancelled. Adaptive solvers
+    stages; when it returns True the computation stops with sampling.Cancelled. Adaptive solvers
     (no fast decoder) are computed one control at a time.
     """
     from dataclasses import replace as _replace
@@ -641,8 +641,9 @@ def compute_steer_views(
 
     from .analysis.inputs import prompt_tensor, tau_grid
     from .decode import can_decode_fast, fast_sample_tokens
-    from .generate import DEFAULT_SAMPLING, Cancelled, check_sampling_args, prompt_ids
+    from .generate import check_sampling_args, prompt_ids
     from .ode import validate_control
+    from .sampling import DEFAULT_SAMPLING, Cancelled
     from .tokenizer import decode
 
     if not can_decode_fast(model, solver):

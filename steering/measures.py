@@ -14,8 +14,9 @@ import numpy as np
 import torch
 
 from . import data
-from .generate import DEFAULT_SAMPLING, Sampling, sample_tokens
+from .generate import sample_tokens
 from .ode import SolverConfig
+from .sampling import DEFAULT_SAMPLING, Sampling
 from .tokenizer import bos_id, decode, encode
 
 PROMPT_TOKENS = 8

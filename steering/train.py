@@ -37,15 +37,7 @@ from . import data, distributed, user_data
 from .checkpoint import LOG, TOKENIZER, save_checkpoint
 from .model import ModelConfig, build_model, language_model_loss
 from .tokenizer import bos_id, load_tokenizer, train_tokenizer
-from .train_config import (  # noqa: F401 (REMOVED_OPTIONS, RemovedOptionWarning: re-exported)
-    CONTRAST_SCALE,
-    NEUTRAL_SHARE,
-    REMOVED_OPTIONS,
-    STAGE2_TRAINS,
-    RemovedOptionWarning,
-    TrainConfig,
-    train_config_from_dict,
-)
+from .train_config import CONTRAST_SCALE, NEUTRAL_SHARE, STAGE2_TRAINS, TrainConfig
 
 EXPLODE_FACTOR = 10.0
 VANISH_THRESHOLD = 1e-7

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from . import data
+from .checkpoint import CONFIG, read_config
 
 MIN_ROWS = 200
 MAX_AXES = 2
@@ -100,6 +101,11 @@ def axes_of(config: dict | None) -> tuple[Axis, ...]:
 
 def is_user_model(config: dict | None) -> bool:
     return bool(((config or {}).get("meta") or {}).get("axes"))
+
+
+def is_user_checkpoint(folder: str | Path) -> bool:
+    """Whether a checkpoint folder holds a model trained on a user's file (its config records the axes)."""
+    return (Path(folder) / CONFIG).is_file() and is_user_model(read_config(folder))
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from steering.decode import can_decode_fast, fast_sample_tokens, new_stepper, packed
-from steering.generate import GREEDY, Cancelled, Sampling, generate, sample_tokens
+from steering.generate import generate, sample_tokens
 from steering.ode import SolverConfig
+from steering.sampling import GREEDY, Cancelled, Sampling
 
 MODELS = ("small_hybrid", "small_mixing_hybrid", "small_entry_hybrid", "small_depth_hybrid", "small_discrete")
 FIXED = (

@@ -10,8 +10,9 @@ import torch
 from steering import data, evaluate, lab
 from steering.__main__ import main
 from steering.checkpoint import load_checkpoint, read_log
-from steering.generate import GREEDY, sample_tokens
+from steering.generate import sample_tokens
 from steering.ode import SolverConfig
+from steering.sampling import GREEDY
 from steering.tokenizer import decode, encode
 
 PROBABILITIES = (
@@ -194,7 +195,7 @@ def test_steering_is_judged_at_steer_u(tiny_trained_pair):
 
 
 def test_sampling_sweep_judges_each_sampler_on_the_same_prompts(tiny_trained_pair, capsys, monkeypatch):
-    from steering.generate import Sampling
+    from steering.sampling import Sampling
 
     hybrid, _ = tiny_trained_pair
     grid = {

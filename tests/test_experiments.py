@@ -22,7 +22,8 @@ from steering.activation_steering import (
 )
 from steering.checkpoint import load_checkpoint
 from steering.figures.results import accuracy_fluency_figure
-from steering.generate import GREEDY, sample_tokens
+from steering.generate import sample_tokens
+from steering.sampling import GREEDY
 from steering.tokenizer import bos_id, encode
 
 REPO = Path(__file__).resolve().parent.parent

@@ -111,9 +111,9 @@ def test_close_waits_for_the_job_in_progress_and_stops_working_ahead():
 
 
 # ---------------------------------------------------------------- the model lock and the range work-ahead
-from steering.generate import Cancelled  # noqa: E402
 from steering.lab import range_controls, snap_u  # noqa: E402
 from steering.prefetch import FairLock  # noqa: E402
+from steering.sampling import Cancelled  # noqa: E402
 
 
 def test_fair_lock_serves_a_waiting_page_before_the_work_ahead_takes_it_back():

@@ -11,7 +11,8 @@ import pytest
 from steering import evaluate
 from steering.__main__ import build_parser
 from steering.checkpoint import ASSETS, load_checkpoint
-from steering.train import make_config, train_config_fields, train_config_from_dict
+from steering.train import make_config, train_config_fields
+from steering.train_config import train_config_from_dict
 
 ROOT = ASSETS.parent
 
@@ -78,7 +79,7 @@ def test_every_flag_of_the_recipe_is_a_training_option_on_either_device(device):
     """The recipe runs unchanged with DEVICE=cuda; each of its flags sets a kept training option."""
     from dataclasses import fields
 
-    from steering.train import TrainConfig
+    from steering.train_config import TrainConfig
 
     parser = build_parser()
     train_parser = parser._subparsers._group_actions[0].choices["train"]

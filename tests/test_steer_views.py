@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from steering import lab
-from steering.generate import Cancelled
 from steering.ode import SolverConfig
+from steering.sampling import Cancelled
 
 CONTROLS = [(-2.0, 0.0), (-0.05, 0.0), (0.5, 1.0), (2.0, 0.0)]
 

@@ -390,7 +390,7 @@ def test_bf16_training_keeps_the_solver_and_fp32_inference_agrees(tmp_path, smal
 def test_old_configs_load_and_one_warning_names_the_removed_options_that_mattered(small_checkpoint):
     from dataclasses import asdict
 
-    from steering.train import REMOVED_OPTIONS, RemovedOptionWarning, train_config_from_dict
+    from steering.train_config import REMOVED_OPTIONS, RemovedOptionWarning, train_config_from_dict
 
     # the previous shipped pair's records (tests/data) and the flagship's, written before the options went
     shipped = json.loads((ROOT / "tests" / "data" / "previous_pair_train_options.json").read_text())
