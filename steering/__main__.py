@@ -273,6 +273,13 @@ def _bench_args(p):
     )
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _at_least_seven(text: str) -> int:
     value = int(text)
     if value < 7:
@@ -309,6 +316,35 @@ def _evaluate_args(p):
 
 
 ARGUMENTS = {"train": _train_args, "generate": _generate_args, "bench": _bench_args, "evaluate": _evaluate_args}
+
+
+@command("depth", "does the ODE block do work? its bits/byte, curvature, divergence and NFE levels, even mid-training")
+def _depth(args):
+    from .depth_report import run
+
+    print(run(args.path, args.texts, args.prompts, args.probe_prompts, args.json))
+
+
+def _depth_args(p):
+    from .depth_report import PROBE_PROMPTS, PROMPTS, TEXTS_PER_GROUP
+
+    p.add_argument("path", nargs="?", default=str(DEFAULT_CHECKPOINT), help="a checkpoint, or a training run's --out")
+    p.add_argument(
+        "--texts", type=_positive_int, default=TEXTS_PER_GROUP, help="held-out openings per label and source"
+    )
+    p.add_argument(
+        "--prompts", type=_positive_int, default=PROMPTS, help="held-out prompts for divergence and NFE (%(default)s)"
+    )
+    p.add_argument(
+        "--probe-prompts",
+        type=_positive_int,
+        default=PROBE_PROMPTS,
+        help="probe prompts for the NFE levels (%(default)s)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+ARGUMENTS["depth"] = _depth_args
 
 
 @command("tokenizer", "train the byte-level BPE tokenizer on the training split (both models then share it)")

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from .model import ModelConfig, build_model
@@ -84,6 +84,42 @@ def load_checkpoint(ckpt_dir: str | Path = DEFAULT_CHECKPOINT, device: str = "cp
     except (FileNotFoundError, ValueError) as err:
         raise CheckpointError(str(err)) from None
     return model.to(device).eval(), tok, config
+
+
+def last_saved_state(path: Path) -> Path | None:
+    """A training run's last complete saved state (train.py): `path`, or its `.old` copy when a kill came mid-swap."""
+    for candidate in (path, path.with_name(path.name + ".old")):
+        if (candidate / "state.json").is_file():
+            return candidate
+    return None
+
+
+def load_saved_state(run_dir: str | Path):
+    """(model in eval mode, float32; tokenizer; the state's step and stage) of a run's last saved state, while it
+    trains: the weights of run_dir/resume, the tokenizer train writes beside it."""
+    run = Path(run_dir)
+    saved = last_saved_state(run / "resume")
+    if saved is None:
+        raise CheckpointError(f"{run} holds neither a checkpoint ({CONFIG}) nor a training run's saved state (resume/)")
+    meta = json.loads((saved / "state.json").read_text())
+    if "model" not in meta or not (run / TOKENIZER).is_file():
+        raise CheckpointError(
+            f"{saved} was saved by an older version, which kept neither the model's config nor the tokenizer "
+            "with it: resume the run with this version and measure its next saved state"
+        )
+    model = build_model(ModelConfig.from_dict(meta["model"]))
+    with safe_open(str(saved / "state.safetensors"), "pt") as f:
+        model.load_state_dict({k[len("model.") :]: f.get_tensor(k).float() for k in f.keys() if k.startswith("model.")})
+    return model.eval(), load_tokenizer(run / TOKENIZER), {"step": meta["step"], "stage": meta["stage"]}
+
+
+def load_model_or_saved_state(path: str | Path):
+    """(model, tokenizer, a line naming what was loaded) from a checkpoint folder or a training run's folder."""
+    if (Path(path) / CONFIG).is_file():
+        model, tok, _ = load_checkpoint(path)
+        return model, tok, str(path)
+    model, tok, at = load_saved_state(path)
+    return model, tok, f"{path} at stage {at['stage']} step {at['step']}"
 
 
 def read_log(ckpt_dir: str | Path) -> list[dict]:

@@ -34,7 +34,7 @@ from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from . import data, distributed, user_data
-from .checkpoint import LOG, TOKENIZER, save_checkpoint
+from .checkpoint import LOG, TOKENIZER, last_saved_state, save_checkpoint
 from .model import ModelConfig, build_model, language_model_loss
 from .tokenizer import bos_id, load_tokenizer, train_tokenizer
 from .train_config import CONTRAST_SCALE, NEUTRAL_SHARE, STAGE2_TRAINS, TrainConfig
@@ -294,7 +294,13 @@ def _save_state(path: Path, model, opt, step: int, stage: int, rng: dict[str, to
     save_file(tensors, str(fresh / "state.safetensors"))
     (fresh / "state.json").write_text(
         json.dumps(
-            {"step": step, "stage": stage, "param_groups": opt_state["param_groups"], "grad_history": list(history)}
+            {
+                "step": step,
+                "stage": stage,
+                "param_groups": opt_state["param_groups"],
+                "grad_history": list(history),
+                "model": model.config.to_dict(),  # so a run can be measured while it trains (load_saved_state)
+            }
         )
     )
     if path.is_dir():
@@ -302,14 +308,6 @@ def _save_state(path: Path, model, opt, step: int, stage: int, rng: dict[str, to
         path.rename(old)
     fresh.rename(path)
     shutil.rmtree(old, ignore_errors=True)
-
-
-def _resume_dir(path: Path) -> Path | None:
-    """The last complete saved state: `path`, or its `.old` copy when a kill came mid-swap."""
-    for candidate in (path, path.with_name(path.name + ".old")):
-        if (candidate / "state.json").is_file():
-            return candidate
-    return None
 
 
 def _share_state(saved: Path | None, rank: int, world: int, device: torch.device):
@@ -422,13 +420,17 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     state_dir = out / "resume"
     # rank 0 looks for the saved state (a worker torchrun restarted resumes too) and sends it to every rank
     resume = distributed.restarted(world, device) or cfg.resume
-    saved, saved_tensors = _share_state(_resume_dir(state_dir) if resume and rank == 0 else None, rank, world, device)
+    saved, saved_tensors = _share_state(
+        last_saved_state(state_dir) if resume and rank == 0 else None, rank, world, device
+    )
     start_stage, start_step, history = 1, 0, deque(maxlen=200)
     if saved is not None:
         start_stage = saved["stage"]
     log_path = out / LOG
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
+        if not (out / TOKENIZER).is_file():  # beside the saved states, which name only the model (load_saved_state)
+            tok.save(str(out / TOKENIZER))
         if saved is None:
             log_path.write_text("")
         elif log_path.is_file():

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from steering import data
-from steering.checkpoint import CheckpointError, load_checkpoint, read_log, save_checkpoint
+from steering.checkpoint import CheckpointError, load_checkpoint, load_saved_state, read_log, save_checkpoint
 from steering.train import make_config, train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,6 +103,13 @@ def test_resume_continues_exactly_where_it_stopped(tmp_path, monkeypatch):
         train(interrupted, progress=False)
     monkeypatch.setattr(data.BatchSampler, "sample", real_sample)
     assert (tmp_path / "resumed" / "resume" / "state.json").is_file()
+    # the run can be measured while it trains: its saved state names the model, the tokenizer lies beside it
+    midway, _, at = load_saved_state(tmp_path / "resumed")
+    saved = load_file(str(tmp_path / "resumed" / "resume" / "state.safetensors"))
+    state = json.loads((tmp_path / "resumed" / "resume" / "state.json").read_text())
+    assert at == {"step": state["step"], "stage": 1} and 0 < state["step"] < QUICK["steps"]
+    for name, value in midway.state_dict().items():
+        assert torch.equal(value, saved[f"model.{name}"].float()), name
     train(make_config("tiny", out=str(tmp_path / "resumed"), resume=True, **QUICK), progress=False)
     resumed, _, _ = load_checkpoint(tmp_path / "resumed")
     for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
