@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import torch
 
-from .analysis.middle import relative_update
 from .analysis.regimes import nfe_regimes
-from .evaluate import TARGETS, bits_per_byte, heldout_openings, heldout_path_curvature
+from .evaluate import TARGETS, bits_per_byte, heldout_openings, heldout_path_curvature, middle_relative_update
 from .measures import PROBE_PROMPT_VARIANTS, heldout_prompts, solver_divergence
 from .ode import SolverConfig
 
@@ -57,19 +55,14 @@ def depth_report(
         "block_skip_bpb": bits_per_byte(model, tok, openings, skip_middle=True) - trained,
         "path_curvature": heldout_path_curvature(model, tok, openings[:CURVATURE_TEXTS]),
         "solver_divergence": solver_divergence(model, ids, DIVERGENCE_US),
-        "displacement": float(np.mean([_displacement(model, p) for p in ids])),
+        # mean over the prompts' tokens of |H(1) − H(0)| / |H(0)| at u = 0 (the prompts have one length)
+        "displacement": middle_relative_update(model, torch.tensor(ids), torch.zeros(len(ids), len(ids[0]))),
         "nfe_levels": nfe_levels,
         "prompts_with_two_levels": sum(len(levels) >= 2 for levels in nfe_levels),
         "texts": len(openings),
         "prompts": len(ids),
         "probe_prompts": len(nfe_levels),
     }
-
-
-def _displacement(model, ids: list[int]) -> float:
-    """Mean over the prompt's tokens of |H(1) − H(0)| / |H(0)| at u = 0."""
-    h0 = model.encode(torch.tensor([ids]))
-    return float(relative_update(h0[0], model.middle(h0).final[0]).mean())
 
 
 def _outer_only(model, tok, openings) -> float:
