@@ -4,7 +4,7 @@ import json
 import math
 import shlex
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 
@@ -67,11 +67,34 @@ def test_the_shipped_control_steers(quick_report):
     assert quick_report["style_rt_acc"] > 0.75 and quick_report["style_imdb_acc"] > 0.75
 
 
-def _recipe_lines(device: str = "cpu") -> list[list[str]]:
-    """The arguments of each `steering ...` command in scripts/train_shipped.sh ($DEVICE filled in)."""
-    script = (ROOT / "scripts" / "train_shipped.sh").read_text().replace("\\\n", " ")
+def _recipe_lines(device: str = "cpu", script_name: str = "train_shipped.sh") -> list[list[str]]:
+    """The arguments of each `steering ...` command in scripts/SCRIPT_NAME ($DEVICE filled in)."""
+    script = (ROOT / "scripts" / script_name).read_text().replace("\\\n", " ")
     lines = [line.strip() for line in script.splitlines() if line.strip().startswith("steering ")]
     return [[w.replace("$DEVICE", device) for w in shlex.split(line.split(">")[0])[1:]] for line in lines]
+
+
+def test_the_depth_recipe_trains_on_the_discrete_baselines_batches_with_no_more_parameters():
+    """scripts/train_depth.sh (issue 33's candidate D2): every flag a kept option, the shipped discrete
+    baseline's tokenizer, data, seed and schedule, a depth-varying field, and at most its parameters."""
+    from steering.model import build_model
+    from steering.train import model_config
+
+    ((command, *words),) = _recipe_lines(script_name="train_depth.sh")
+    args = build_parser().parse_args([command, *[w for w in words if w != "$@"]])
+    assert args.arch == "hybrid" and args.resume and args.tokenizer == "assets/discrete/tokenizer.json"
+    overrides = {k: getattr(args, k) for k in train_config_fields() if hasattr(args, k)}
+    depth = make_config(args.preset, **overrides)
+    shipped = json.loads((ASSETS / "discrete" / "config.json").read_text())
+    with warnings.catch_warnings():  # an option removed since the baseline trained is not what this compares
+        warnings.simplefilter("ignore")
+        discrete = train_config_from_dict(shipped["meta"]["train"])
+    same = ("block_size", "d_model", "n_heads", "tokens_per_batch", "rt_fraction", "start_prob", "seed", "steps", "lr")
+    assert {k: getattr(depth, k) for k in same} == {k: getattr(discrete, k) for k in same}
+    assert depth.n_pre + depth.n_mid + depth.n_post == discrete.n_pre + discrete.n_mid + discrete.n_post
+    assert depth.field_basis == 2 and depth.solver == "rk4" and depth.solver_error_weight > 0
+    model = build_model(model_config(replace(depth, vocab_size=shipped["model"]["vocab_size"])))
+    assert model.num_parameters() <= shipped["meta"]["parameters"]
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
