@@ -4,7 +4,7 @@
 # The hybrid only, on the shipped tokenizer, batches and seed, so it compares with assets/discrete.
 # The field's weights are linear in depth (--field-basis 2), α = 4 frozen, RK4 with two steps, and a
 # penalty on RK4's own error estimate from step 200 keeps those two steps near the continuous solution.
-# D2 ran in fp32: 420-480 tok/s on one core (about 6 h for stage 1); --bf16 runs it at 780-970 tok/s.
+# D2 ran in fp32: 480-610 tok/s on one core here (5.2-6.6 h for stage 1); --bf16: 800-940 tok/s (3.4-4.0 h).
 # Resumable: run the same command again after a kill. Measure a saved state with
 #   .venv/bin/python -m steering depth OUT --json
 set -euo pipefail
