@@ -5,6 +5,7 @@
 # The field's weights are linear in depth (--field-basis 2), α = 4 frozen, RK4 with two steps, and a
 # penalty on RK4's own error estimate from step 200 keeps those two steps near the continuous solution.
 # D2 ran in fp32: 480-610 tok/s on one core here (5.2-6.6 h for stage 1); --bf16: 800-940 tok/s (3.4-4.0 h).
+# D3 (alpha 6, journal "D3"): THREADS=2 bash scripts/train_depth.sh runs/D3 0,1 --alpha-init 6.0 --bf16
 # Resumable: run the same command again after a kill. Measure a saved state with
 #   .venv/bin/python -m steering depth OUT --json
 set -euo pipefail
