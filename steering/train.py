@@ -365,6 +365,16 @@ def _ramp(step: int, warmup: int) -> float:
     return min(1.0, (step + 1) / max(1, warmup))
 
 
+def _solver_error_share(step: int, cfg: TrainConfig) -> float:
+    """The RK4-error penalty's share of its weight at this step of stage 1."""
+    since = step - cfg.solver_error_start
+    if since < 0:
+        return 0.0
+    if cfg.solver_error_ramp > 0:
+        return min(1.0, since / cfg.solver_error_ramp) ** 2
+    return _ramp(since, cfg.warmup)
+
+
 def _lr_at(step: int, total: int, base: float, warmup: int) -> float:
     if step < warmup:
         return base * (step + 1) / warmup
@@ -483,7 +493,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             x, y, u = x.to(device), y.to(device), u.to(device)
             step_cfg = stage_cfg
             if stage == 1 and cfg.solver_error_weight > 0:
-                share = _ramp(step - cfg.solver_error_start, cfg.warmup) if step >= cfg.solver_error_start else 0.0
+                share = _solver_error_share(step, cfg)
                 step_cfg = replace(stage_cfg, solver_error_weight=cfg.solver_error_weight * share)
             loss, parts = loss_fn(wrapped, x, y, u, step_cfg)
             if stage_cfg.overlap_weight > 0 and hasattr(model, "field"):

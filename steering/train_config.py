@@ -71,6 +71,9 @@ class TrainConfig:
     # stage 1's step where that penalty starts, ramped in over `warmup` steps from there: the block first
     # learns to do the middle's work, then to do it smoothly (from step 0 the penalty shrank it to nothing)
     solver_error_start: int = 0
+    # steps over which that penalty's weight rises from 0 as a square (((step - start) / ramp)²); 0: linear over
+    # `warmup` (D3, whose first penalised steps exploded: a linear ramp's first step is already a jump)
+    solver_error_ramp: int = 0
     contrast_weight: float = 3.0  # stage 2 contrastive weight (the sentiment axis; style's too unless set below)
     style_contrast_weight: float | None = None  # the style axis's own weight (the axes share the field)
     contrast_positive_side: float = 1.0  # scales the sentiment contrast's gradient through the model at u = +1

@@ -89,3 +89,18 @@ def test_a_depth_varying_field_refuses_what_it_does_not_have():
         ModelConfig(field_basis=4, field_heads=4, field_norm="entry")
     with pytest.raises(ValueError, match="fixed-step"):
         ModelConfig(solver="dopri5")
+
+
+def test_the_rk4_error_penalty_comes_on_without_a_jump():
+    """D3's linear ramp put 0.5 % of the weight on the penalty's first step and that step exploded; the
+    squared ramp starts at 0, moves each step by at most 2/ramp of the weight and ends at the full weight."""
+    from dataclasses import replace
+
+    from steering.train import _solver_error_share, make_config
+
+    cfg = replace(make_config(), solver_error_start=200, solver_error_ramp=400)
+    shares = [_solver_error_share(step, cfg) for step in range(0, 1000)]
+    assert shares[:201] == [0.0] * 201 and shares[600:] == [1.0] * 400
+    steps = [b - a for a, b in zip(shares, shares[1:])]
+    assert min(steps) >= 0 and max(steps) <= 2 / 400 + 1e-12
+    assert shares[201] < 1e-4 < _solver_error_share(201, replace(cfg, solver_error_ramp=0))
