@@ -323,7 +323,7 @@ ARGUMENTS = {"train": _train_args, "generate": _generate_args, "bench": _bench_a
 def _depth(args):
     from .depth_report import run
 
-    print(run(args.path, args.texts, args.prompts, args.probe_prompts, args.json))
+    print(run(args.path, args.texts, args.prompts, args.probe_prompts, args.json, args.baseline))
 
 
 def _depth_args(p):
@@ -341,6 +341,11 @@ def _depth_args(p):
         type=_positive_int,
         default=PROBE_PROMPTS,
         help="probe prompts for the NFE levels (%(default)s)",
+    )
+    p.add_argument(
+        "--baseline",
+        help="the discrete model whose middle load block_skip_bpb is held to (default: the shipped one, "
+        "when the tokenizers match)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 

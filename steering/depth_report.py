@@ -18,7 +18,14 @@ import json
 import torch
 
 from .analysis.regimes import nfe_regimes
-from .evaluate import TARGETS, bits_per_byte, heldout_openings, heldout_path_curvature, middle_relative_update
+from .evaluate import (
+    TARGETS,
+    bits_per_byte,
+    heldout_openings,
+    heldout_path_curvature,
+    middle_relative_update,
+    outer_only_bits_per_byte,
+)
 from .measures import PROBE_PROMPT_VARIANTS, heldout_prompts, solver_divergence
 from .ode import SolverConfig
 
@@ -31,17 +38,29 @@ CURVATURE_TEXTS = 8
 
 @torch.no_grad()
 def depth_report(
-    model, tok, texts_per_group: int = TEXTS_PER_GROUP, prompts: int = PROMPTS, probe_prompts: int = PROBE_PROMPTS
+    model,
+    tok,
+    texts_per_group: int = TEXTS_PER_GROUP,
+    prompts: int = PROMPTS,
+    probe_prompts: int = PROBE_PROMPTS,
+    baseline=None,
 ) -> dict:
-    """The block's worth in bits/byte, its paths' curvature, the fixed solver's divergence and dopri5's NFE levels."""
+    """The block's worth in bits/byte, its paths' curvature, the fixed solver's divergence and dopri5's NFE levels.
+    With a discrete `baseline` on the same tokenizer, also its middle blocks' load on the same openings
+    (baseline_middle_bpb, what block_skip_bpb is held to)."""
     openings = heldout_openings(texts_per_group)
     trained = bits_per_byte(model, tok, openings)
     if model.config.arch == "discrete":
         return {
             "arch": "discrete",
             "bits_per_byte": trained,
-            "outer_only_bpb": _outer_only(model, tok, openings) - trained,
+            "outer_only_bpb": outer_only_bits_per_byte(model, tok, openings) - trained,
         }
+    against = {}
+    if baseline is not None:
+        against["baseline_middle_bpb"] = outer_only_bits_per_byte(baseline, tok, openings) - bits_per_byte(
+            baseline, tok, openings
+        )
     ids = heldout_prompts(tok, prompts)
     # dopri5 at the lab's tolerances (rtol 1e-3, atol 1e-4) over 41 u in [-2, 2]
     nfe_levels = [
@@ -62,22 +81,8 @@ def depth_report(
         "texts": len(openings),
         "prompts": len(ids),
         "probe_prompts": len(nfe_levels),
+        **against,
     }
-
-
-def _outer_only(model, tok, openings) -> float:
-    """A discrete model's bits/byte with only its first and last blocks (the hybrid's layout without its ODE)."""
-    pre, mid, post = model.pre, model.mid, model.post
-    blocks = list(pre) + list(mid) + list(post)
-    try:
-        model.pre, model.mid, model.post = (
-            torch.nn.ModuleList(blocks[:1]),
-            torch.nn.ModuleList(),
-            torch.nn.ModuleList(blocks[-1:]),
-        )
-        return bits_per_byte(model, tok, openings)
-    finally:
-        model.pre, model.mid, model.post = pre, mid, post
 
 
 def format_report(report: dict, source: str) -> str:
@@ -95,8 +100,13 @@ def format_report(report: dict, source: str) -> str:
         "solver_divergence",
         "displacement",
     ):
+        if key == "block_skip_bpb" and "baseline_middle_bpb" in report:
+            lines.append(f"  {'baseline_middle_bpb':<20} {report['baseline_middle_bpb']:.4f}")
         bar = TARGETS.get(key)
-        verdict = f"  (bar {bar[0]}: {'met' if bar[1](report) else 'not met'})" if bar else ""
+        if key == "block_skip_bpb" and "baseline_middle_bpb" not in report:
+            verdict = f"  (bar {bar[0]}: no baseline on this tokenizer)"
+        else:
+            verdict = f"  (bar {bar[0]}: {'met' if bar[1](report) else 'not met'})" if bar else ""
         lines.append(f"  {key:<20} {report[key]:.4f}{verdict}")
     levels = "; ".join("/".join(map(str, levels)) for levels in report["nfe_levels"])
     lines.append(
@@ -106,9 +116,19 @@ def format_report(report: dict, source: str) -> str:
     return "\n".join(lines)
 
 
-def run(path: str, texts_per_group: int, prompts: int, probe_prompts: int, as_json: bool) -> str:
-    from .checkpoint import load_model_or_saved_state
+def run(
+    path: str, texts_per_group: int, prompts: int, probe_prompts: int, as_json: bool, baseline: str | None = None
+) -> str:
+    """`baseline` (default: the shipped discrete model) is used when its tokenizer is the model's."""
+    from .checkpoint import DEFAULT_BASELINE, load_checkpoint, load_model_or_saved_state
 
     model, tok, source = load_model_or_saved_state(path)
-    report = depth_report(model, tok, texts_per_group, prompts, probe_prompts)
+    discrete = None
+    if model.config.arch == "hybrid":
+        discrete, baseline_tok, _ = load_checkpoint(baseline or DEFAULT_BASELINE)
+        if discrete.config.arch != "discrete" or baseline_tok.get_vocab() != tok.get_vocab():
+            if baseline is not None:
+                raise ValueError(f"{baseline} is not a discrete model on {path}'s tokenizer")
+            discrete = None
+    report = depth_report(model, tok, texts_per_group, prompts, probe_prompts, discrete)
     return json.dumps({"source": source, **report}) if as_json else format_report(report, source)

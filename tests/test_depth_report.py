@@ -30,7 +30,18 @@ def test_the_report_measures_the_block_as_the_evaluation_does(small_depth_hybrid
     assert all(nfe and nfe == sorted(set(nfe)) and nfe[0] >= 6 for nfe in levels)  # dopri5: 6 per step + 2
     assert report["prompts_with_two_levels"] == sum(len(nfe) > 1 for nfe in levels)
     text = format_report(report, "small")
-    assert "block_skip_bpb" in text and "(bar >= 0.3: not met)" in text
+    assert "block_skip_bpb" in text and "(bar >= 0.8 x baseline_middle_bpb: no baseline on this tokenizer)" in text
+
+
+def test_with_a_baseline_the_skip_is_held_to_its_middle_load(small_depth_hybrid, small_discrete, small_tokenizer):
+    model, discrete, tok = small_depth_hybrid, small_discrete, small_tokenizer
+    report = depth_report(model, tok, texts_per_group=1, prompts=1, probe_prompts=1, baseline=discrete)
+    own = depth_report(discrete, tok, texts_per_group=1)
+    assert report["baseline_middle_bpb"] == pytest.approx(own["outer_only_bpb"])
+    met = report["block_skip_bpb"] >= 0.8 * report["baseline_middle_bpb"]
+    text = format_report(report, "small")
+    assert f"baseline_middle_bpb  {report['baseline_middle_bpb']:.4f}" in text
+    assert f"(bar >= 0.8 x baseline_middle_bpb: {'met' if met else 'not met'})" in text
 
 
 def test_a_discrete_model_reports_the_load_of_its_middle_blocks(small_discrete, small_tokenizer):

@@ -42,7 +42,7 @@ def test_cli_prints_exactly_the_issue_keys_with_finite_values_in_range(tiny_trai
     assert main(["evaluate", "--quick", "--json", "--checkpoint", str(hybrid), "--baseline", str(discrete)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert list(report) == list(evaluate.KEYS)
-    assert len(evaluate.KEYS) == 32
+    assert len(evaluate.KEYS) == 33
     for key in PROBABILITIES:
         assert 0.0 <= report[key] <= 1.0, key
     vocab = math.log(load_checkpoint(hybrid)[0].config.vocab_size)
@@ -71,6 +71,23 @@ def test_cli_prints_exactly_the_issue_keys_with_finite_values_in_range(tiny_trai
     raw = report["probe_raw"]
     assert report["probe_good_pos"] == pytest.approx(raw["+1"]["good"] / (raw["+1"]["good"] + raw["+1"]["bad"]))
     assert report["probe_bad_neg"] == pytest.approx(raw["-1"]["bad"] / (raw["-1"]["good"] + raw["-1"]["bad"]))
+
+
+def test_the_baselines_middle_load_is_its_outer_blocks_minus_itself_on_the_same_openings(
+    tiny_trained_pair, quick_report
+):
+    _, discrete = tiny_trained_pair
+    model, tok, _ = load_checkpoint(discrete)
+    openings = evaluate.heldout_openings(evaluate.QUICK.bpb_reviews)
+    whole = evaluate.bits_per_byte(model, tok, openings)
+    assert quick_report["bits_per_byte_discrete"] == pytest.approx(whole)
+    blocks = list(model.pre) + list(model.mid) + list(model.post)
+    model.pre, model.mid, model.post = (torch.nn.ModuleList(b) for b in (blocks[:1], [], blocks[-1:]))
+    assert quick_report["baseline_middle_bpb"] == pytest.approx(evaluate.bits_per_byte(model, tok, openings) - whole)
+    held_to = evaluate.TARGETS["block_skip_bpb"][1]
+    load = quick_report["baseline_middle_bpb"]
+    assert held_to({"block_skip_bpb": 0.8 * load + 1e-9, "baseline_middle_bpb": load})
+    assert not held_to({"block_skip_bpb": 0.8 * load - 1e-3, "baseline_middle_bpb": load})
 
 
 def test_report_reads_alpha_and_gradient_flags_from_both_logs(tiny_trained_pair, quick_report):
