@@ -4,7 +4,8 @@ import numpy as np
 import streamlit as st
 
 import lab_ui as ui
-from steering.analysis.curvature import curvature_of, straightness_note, token_path_curvature
+from steering.analysis.bend import fit_bend_map
+from steering.analysis.curvature import curvature_of, path_shape_note, token_path_curvature
 from steering.analysis.pca import ProjectedPath
 from steering.analysis.trajectories import compute_trajectory, pooled
 from steering.figures.flow import curvature_figure, pca_paths_figure, token_curvature_figure
@@ -19,7 +20,17 @@ header = ui.page_header(
 )
 loaded, prompt, solver, control = header.loaded, header.prompt, header.solver, header.control
 
-c1, c2, c3, c4 = st.columns([1, 1, 2, 1])
+c0, c1, c2, c3, c4 = st.columns([1.3, 1, 1, 2, 1])
+view = c0.radio(
+    "View",
+    ("PCA map", "Bend view"),
+    horizontal=True,
+    key="w_view",
+    help="PCA map: where the states lie, fitted once on many prompts; it holds the spread between paths and "
+    "can flatten a path's bend. Bend view: fitted on these paths, one axis along their chord and one along "
+    "their main departure from it, on equal scales, so the bend is drawn at its true size.",
+)
+bend_view = view == "Bend view"
 dims = c1.radio(
     "Map",
     (2, 3),
@@ -27,13 +38,17 @@ dims = c1.radio(
     horizontal=True,
     key="w_dims",
     on_change=ui.bind("w_dims", "dims", int),
+    disabled=bend_view,
+    help="The bend view is 2-D." if bend_view else None,
 )
+dims = 2 if bend_view else dims
 n_paths = c2.select_slider("Paths", (3, 5, 9, 17), value=9, key="w_paths")
 pca = ui.pca_map(loaded)
 
 
 def tokens_of(traj) -> list[str]:
-    return ["all tokens (mean)"] + [f"{i}: {t!r}" for i, t in enumerate(traj.token_strings)]
+    every = "all tokens (the whole state)" if bend_view else "all tokens (mean)"
+    return [every] + [f"{i}: {t!r}" for i, t in enumerate(traj.token_strings)]
 
 
 family = np.round(np.linspace(-2.0, 2.0, n_paths), 4)
@@ -68,18 +83,24 @@ which = c3.selectbox(
     range(len(options)),
     format_func=lambda i: options[i],
     key="w_token",
-    help="The mean over all tokens (what the map was fitted on), or one token's own path.",
+    help="The mean over all tokens (what the map was fitted on; in the bend view, every token's state "
+    "together, as the curvature figures below are measured), or one token's own path.",
 )
 animate = c4.toggle("Animate", value=True, key="w_animate", help="Adds a ▶ play button that grows the paths along τ.")
 
 
-def points(traj):
-    states = pooled(traj) if which == 0 else traj.states[:, which - 1]
-    return pca.project(states)
+def states_of(traj):
+    if which == 0:
+        return traj.states if bend_view else pooled(traj)
+    return traj.states[:, which - 1]
 
 
-paths = [ProjectedPath(name="", u=float(u), tau=t.tau, points=points(t)) for u, t in zip(family, trajectories)]
-mine = ProjectedPath(name="your u", u=control[0], tau=current.tau, points=points(current))
+bend = fit_bend_map([states_of(t) for t in trajectories]) if bend_view else None
+project = bend.project if bend_view else pca.project
+paths = [
+    ProjectedPath(name="", u=float(u), tau=t.tau, points=project(states_of(t))) for u, t in zip(family, trajectories)
+]
+mine = ProjectedPath(name="your u", u=control[0], tau=current.tau, points=project(states_of(current)))
 fig = pca_paths_figure(
     paths,
     dims=dims,
@@ -87,6 +108,8 @@ fig = pca_paths_figure(
     animate=animate,
     highlight=[mine],
     title=f"H(τ) for u from −2 to +2 ({current.solver_label}); black: u = {control[0]:+.2f}",
+    titles=["along the paths' chord", "along their main departure from it"] if bend_view else None,
+    equal_scale=bend_view,
 )
 if animate:  # play/pause above the plot, the τ slider alone below it
     fig.layout.updatemenus[0].update(
@@ -94,32 +117,41 @@ if animate:  # play/pause above the plot, the τ slider alone below it
     )
     fig.layout.sliders[0].update(x=0.0, len=1.0, pad=dict(t=50, b=10))
 ui.plot(ui.styled(fig, height=660 if dims == 3 else 600), key="paths")
-st.caption(
-    f"Explained variance of the map: "
-    f"{', '.join(f'PC{i + 1} {v:.1%}' for i, v in enumerate(pca.explained_variance_ratio))}. "
-    f"The map was fitted once on mean-token paths of {len(pca.prompts)} reference prompts."
-)
+if bend_view:
+    held = "n/a (the paths are straight)" if np.isnan(bend.bend_captured) else f"{bend.bend_captured:.0%}"
+    st.caption(
+        "Fitted on these paths: x along the mean of their chords H(1) − H(0), y along the main direction of "
+        f"their departures from their own chords (it holds {held} of those departures), one scale on both axes."
+    )
+else:
+    st.caption(
+        f"Explained variance of the map: "
+        f"{', '.join(f'PC{i + 1} {v:.1%}' for i, v in enumerate(pca.explained_variance_ratio))}. "
+        f"The map was fitted once on mean-token paths of {len(pca.prompts)} reference prompts."
+    )
 
-rows = {"u": [], "tau": [], "pc1": [], "pc2": [], "pc3": []}
+columns = ("x", "y") if bend_view else ("pc1", "pc2", "pc3")
+rows = {"u": [], "tau": [], **{column: [] for column in columns}}
 for path in paths + [mine]:
     for t, p in zip(path.tau, path.points):
         rows["u"].append(float(path.u))
         rows["tau"].append(float(t))
-        for k in range(3):
-            rows[f"pc{k + 1}"].append(float(p[k]) if k < len(p) else float("nan"))
+        for k, column in enumerate(columns):
+            rows[column].append(float(p[k]) if k < len(p) else float("nan"))
 ui.download_csv("Download these paths (CSV)", rows, "trajectories.csv", key="csv_paths")
 
 st.subheader("How curved are these paths?")
-curvature = curvature_of(trajectories, [p.points for p in paths])
+on_map = [pca.project(pooled(t) if which == 0 else t.states[:, which - 1]) for t in trajectories]
+curvature = curvature_of(trajectories, on_map)
 top = curvature.most_curved()
-note = straightness_note(loaded.config)
+note = path_shape_note(loaded.config)
 
 
 def shown(value, pattern):
     return "n/a" if value is None else pattern.format(value)
 
 
-c1, c2, c3 = st.columns(3)
+c1, c2, c3, c4 = st.columns(4)
 c1.metric(
     "Largest arc / chord − 1",
     shown(top["arc_to_chord_excess"], "{:.1e}"),
@@ -133,10 +165,15 @@ c2.metric(
     "turns from the chord, as the share of it orthogonal to the chord (the sine of that angle); 0 is "
     "straight. " + note,
 )
+c4.metric(
+    "In the bend view",
+    shown(top["orthogonal_share_bend"], "{:.2%}"),
+    help="The same share for the whole state's paths in the bend view (every token together, as in full space).",
+)
 c3.metric(
-    "On the map",
+    "On the PCA map",
     shown(top["orthogonal_share_map"], "{:.2%}"),
-    help="The same share for the projected paths drawn above (the token chosen there). With a fixed-step "
+    help="The same share for the token chosen above, projected on the PCA map. With a fixed-step "
     "solver the path between its steps is drawn straight (linear interpolation): pick dopri5 in the "
     "sidebar to see the continuous path.",
 )

@@ -5,11 +5,12 @@ import math
 import numpy as np
 import pytest
 
+from steering.analysis.bend import fit_bend_map
 from steering.analysis.curvature import (
     curvature_by_u,
     curvature_of,
     path_curvature,
-    straightness_note,
+    path_shape_note,
     token_path_curvature,
 )
 from steering.analysis.pca import fit_pca_map
@@ -71,8 +72,17 @@ def test_curvature_by_u(small_hybrid, small_tokenizer):
     c = curvature_by_u(small_hybrid, small_tokenizer, "The movie was", [-1.0, 0.0, 1.0], n_tau=9, pca_map=pca)
     out = c.to_dict()
     assert list(out["u"]) == [-1.0, 0.0, 1.0] and c.n_tau == 9 and c.solver.startswith("dopri5")
-    for key in ("arc_to_chord", "orthogonal_share", "arc_to_chord_map", "orthogonal_share_map"):
+    for key in (
+        "arc_to_chord",
+        "orthogonal_share",
+        "arc_to_chord_map",
+        "orthogonal_share_map",
+        "arc_to_chord_bend",
+        "orthogonal_share_bend",
+    ):
         assert len(out[key]) == 3
+    assert np.all(c.arc_to_chord_bend >= 1) and np.all((c.orthogonal_share_bend >= 0) & (c.orthogonal_share_bend <= 1))
+    assert 0 < c.bend_captured <= 1
     assert np.all(c.arc_to_chord >= 1) and np.all((c.orthogonal_share >= 0) & (c.orthogonal_share <= 1))
     assert c.token_arc_to_chord.shape == (3, len(c.token_strings)) and np.all(c.token_arc_to_chord >= 1)
     top = c.most_curved()
@@ -80,19 +90,78 @@ def test_curvature_by_u(small_hybrid, small_tokenizer):
     assert top["orthogonal_share_u"] == c.u[int(c.orthogonal_share.argmax())]
 
 
-def test_straightness_note_reads_the_config():
+def test_the_note_reads_the_penalties_that_were_in_effect():
     shipped = {
+        "model": {"field_norm": "entry"},
         "meta": {
             "train": {
+                "stage2_steps": 300,
                 "roughness_weight": 2.0,
                 "stage2_roughness_weight": 1200.0,
                 "stage2_roughness_relative_to": "state",
             }
-        }
+        },
     }
-    assert "stage 2 penalised path roughness with weight 1,200" in straightness_note(shipped)
-    assert "|H(0)|²" in straightness_note(shipped)
-    assert "does not record" in straightness_note({})
+    assert "stage 2 penalised path roughness with weight 1,200" in path_shape_note(shipped)
+    assert "|H(0)|²" in path_shape_note(shipped) and "stage 1 with weight 2" in path_shape_note(shipped)
+    assert "does not record" in path_shape_note({})
+    # issue 45's pilot: a depth-varying field trained with RK4, no stage 2; the config's default
+    # roughness weight (2,000) was never applied, and the note must not claim it was
+    pilot = {
+        "model": {"field_basis": 2},
+        "meta": {
+            "train": {
+                "stage2_steps": 0,
+                "roughness_weight": 2000.0,
+                "solver": "rk4",
+                "solver_steps": 2,
+                "solver_error_weight": 100.0,
+                "solver_error_tolerance": 1e-3,
+                "solver_error_start": 200,
+            }
+        },
+    }
+    note = path_shape_note(pilot)
+    assert "2,000" not in note and "No path-roughness penalty was in effect" in note
+    assert "degree 1 in τ" in note and "0.001" in note and "step 200" in note and "stage 2" not in note
+    unpenalised = {"meta": {"train": {"stage2_steps": 0, "roughness_weight": 0.0}}}
+    assert "No path-roughness penalty was in effect" in path_shape_note(unpenalised)
+
+
+def test_the_bend_view_keeps_a_bend_that_the_pca_map_flattens():
+    """One prompt's paths for five u: a chord along x0, a small fan along x1, a slight bend along x3. The PCA
+    map is fitted with other prompts, whose states lie far apart along x4 and move far along x0: it draws that and
+    flattens the bend. The bend view is fitted on the family and keeps the bend near its full-space size."""
+    t = np.linspace(0, 1, 33)
+    family = []
+    for spread in np.linspace(-1, 1, 5):
+        x = np.zeros((33, 6))
+        x[:, 0], x[:, 1], x[:, 3] = t, 0.2 * spread * t, 0.3 * np.sin(np.pi * t)
+        family.append(x)
+    others = [3 * x + np.r_[0, 0, 0, 0, offset, 0] for x in family for offset in (-30, 30)]
+    stacked = np.concatenate(family + others)
+    mean = stacked.mean(0)
+    pcs = np.linalg.svd(stacked - mean, full_matrices=False)[2][:2]
+    full = np.array([path_curvature(p)[1] for p in family])
+    on_pca = np.array([path_curvature((p - mean) @ pcs.T)[1] for p in family])
+    view = fit_bend_map(family)
+    in_view = np.array([path_curvature(view.project(p))[1] for p in family])
+    assert on_pca.max() < 0.2 * full.max()  # the PCA drawing hides it
+    assert in_view == pytest.approx(full, rel=0.05)  # one bend direction: the view holds it
+    assert view.bend_captured == pytest.approx(1.0) and abs(view.chord_axis @ view.bend_axis) < 1e-12
+    assert (view.project(family[2])[:, 1] >= -1e-12).all()  # drawn bending up
+    # straight paths: nothing to hold, and a family that never moves draws as one point
+    assert math.isnan(fit_bend_map([np.c_[t, 2 * t]]).bend_captured)
+    still = fit_bend_map([np.zeros((4, 3))])
+    assert np.allclose(still.project(np.zeros((4, 3))), 0) and path_curvature(still.project(np.zeros((4, 3))))[0] == 1
+
+
+def test_the_bend_view_refuses_paths_of_other_widths():
+    view = fit_bend_map([np.random.default_rng(0).normal(size=(5, 4))])
+    with pytest.raises(ValueError, match="width 3"):
+        view.project(np.zeros((5, 3)))
+    with pytest.raises(ValueError, match="different widths"):
+        fit_bend_map([np.zeros((5, 3)), np.zeros((5, 4))])
 
 
 def test_token_path_curvature_is_each_tokens_arc_over_chord():

@@ -421,7 +421,7 @@ def test_trajectories_page_measures_how_curved_the_paths_are(lab_env):
     at = run_app({"u": "0.5"}, page="lab_pages/trajectories.py")
     no_exception(at)
     metrics = {m.label: m.value for m in at.metric}
-    assert {"Largest arc / chord − 1", "Largest share ⟂ chord", "On the map"} <= set(metrics)
+    assert {"Largest arc / chord − 1", "Largest share ⟂ chord", "On the PCA map", "In the bend view"} <= set(metrics)
     assert 0 <= float(metrics["Largest share ⟂ chord"].rstrip("%")) <= 100
     figure = chart(at, "curvature")
     curves = [t for t in figure["data"] if t.get("name") == "full space"]
@@ -432,6 +432,17 @@ def test_trajectories_page_measures_how_curved_the_paths_are(lab_env):
     excess = values(bars["y"])
     assert len(excess) == len(tokens) and all(e >= 0 for e in excess)
     assert any(c.value.startswith("Median over the prompt's tokens") for c in at.caption)
+    bend_curve = [t for t in figure["data"] if t.get("name") == "bend view"]
+    assert bend_curve and len(values(bend_curve[0]["y"])) == 9
+
+    at.radio(key="w_view").set_value("Bend view").run()  # the family drawn along its chord and its bend
+    no_exception(at)
+    paths = chart(at, "paths")
+    assert paths["layout"]["xaxis"]["title"]["text"] == "along the paths' chord"
+    assert paths["layout"]["yaxis"]["scaleanchor"] == "x"  # one scale: the bend at its true size
+    assert at.radio(key="w_dims").disabled
+    assert any(c.value.startswith("Fitted on these paths") for c in at.caption)
+    assert at.selectbox(key="w_token").options[0] == "all tokens (the whole state)"
 
 
 def test_missing_checkpoint_says_how_to_train(lab_env, tmp_path, monkeypatch):

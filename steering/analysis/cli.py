@@ -322,13 +322,21 @@ def _curvature(args, model, tok, u, solver, n_tau):
     )
     lines = [
         f"{args.prompt!r}, {c.solver}, {c.n_tau} τ points: arc / chord - 1 (0 = straight) and the largest "
-        "share of the displacement orthogonal to the chord; full space | PCA map"
+        "share of the displacement orthogonal to the chord; full space | PCA map | bend view (chord x main "
+        f"departure; it holds {c.bend_captured:.0%} of the departures)"
     ]
     lines += [
-        f"u={v:+.2f}: {a - 1:.2e}  {o:.4f} | {am - 1:.2e}  {om:.4f} | tokens' own paths: "
-        f"median {np.median(t - 1):.2e}, max {np.max(t - 1):.2e}"
-        for v, a, o, am, om, t in zip(
-            c.u, c.arc_to_chord, c.orthogonal_share, c.arc_to_chord_map, c.orthogonal_share_map, c.token_arc_to_chord
+        f"u={v:+.2f}: {a - 1:.2e}  {o:.4f} | {am - 1:.2e}  {om:.4f} | {ab - 1:.2e}  {ob:.4f} | tokens' own "
+        f"paths: median {np.median(t - 1):.2e}, max {np.max(t - 1):.2e}"
+        for v, a, o, am, om, ab, ob, t in zip(
+            c.u,
+            c.arc_to_chord,
+            c.orthogonal_share,
+            c.arc_to_chord_map,
+            c.orthogonal_share_map,
+            c.arc_to_chord_bend,
+            c.orthogonal_share_bend,
+            c.token_arc_to_chord,
         )
     ]
     g = field_geometry(model, tok, args.prompt, c.u, n_tau=n_tau or 33, axis=args.axis, other=other, solver=reference)

@@ -11,12 +11,11 @@ For a path x(τ_0), ..., x(τ_T) of any width:
 Both are measured in full space (every token's state together, H(τ) flattened) and on the
 PCA map (the projected path the Trajectories page draws).
 
-Why the shipped paths are straight: stage 2 trained with a path-roughness penalty of weight
-1,200 (assets/hybrid/config.json, stage2_roughness_weight) on the squared change of α·F between
-consecutive Euler evaluations, relative to |H(0)|². A field that barely changes along the path
-moves H at a nearly constant velocity, i.e. along a nearly straight line, which is also why 4
-Euler steps land where dopri5 does. A fixed-step solver's path between its steps is drawn as
-straight segments (linear interpolation), so measure curvature with dopri5 (the default here).
+They are also measured in the bend view (analysis/bend.py: one axis along the family's chord, one
+along its main departure from it), which keeps the bend the PCA map flattens. path_shape_note says,
+from a checkpoint's config, which penalties shaped its paths. A fixed-step solver's path between its
+steps is drawn as straight segments (linear interpolation), so measure curvature with dopri5 (the
+default here).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .bend import fit_bend_map
 from .inputs import REFERENCE_SOLVER, u_grid_array
 from .trajectories import Trajectory, compute_trajectory, pooled
 
@@ -77,6 +77,9 @@ class Curvature:
     orthogonal_share: np.ndarray  # [n] full space
     arc_to_chord_map: np.ndarray | None  # [n] on the PCA map (None without a map)
     orthogonal_share_map: np.ndarray | None
+    arc_to_chord_bend: np.ndarray  # [n] in the bend view of the family (full-space states, analysis/bend.py)
+    orthogonal_share_bend: np.ndarray
+    bend_captured: float  # share of the departures from the chords the bend view's second axis holds
     solver: str
     n_tau: int
     axis: str = "sentiment"
@@ -95,6 +98,7 @@ class Curvature:
 
         (excess, excess_u), (share, share_u) = top(self.arc_to_chord - 1.0), top(self.orthogonal_share)
         map_share, map_u = top(self.orthogonal_share_map)
+        (bend_excess, _), (bend_share, bend_u) = top(self.arc_to_chord_bend - 1.0), top(self.orthogonal_share_bend)
         return {
             "arc_to_chord_excess": excess,
             "arc_to_chord_excess_u": excess_u,
@@ -102,6 +106,9 @@ class Curvature:
             "orthogonal_share_u": share_u,
             "orthogonal_share_map": map_share,
             "orthogonal_share_map_u": map_u,
+            "arc_to_chord_bend_excess": bend_excess,
+            "orthogonal_share_bend": bend_share,
+            "orthogonal_share_bend_u": bend_u,
         }
 
     def to_dict(self) -> dict:
@@ -112,6 +119,9 @@ class Curvature:
             "orthogonal_share": self.orthogonal_share,
             "arc_to_chord_map": self.arc_to_chord_map,
             "orthogonal_share_map": self.orthogonal_share_map,
+            "arc_to_chord_bend": self.arc_to_chord_bend,
+            "orthogonal_share_bend": self.orthogonal_share_bend,
+            "bend_captured": self.bend_captured,
             "solver": self.solver,
             "n_tau": self.n_tau,
             "token_arc_to_chord": self.token_arc_to_chord,
@@ -131,6 +141,8 @@ def curvature_of(trajectories: list[Trajectory], map_paths=None, axis: str = "se
         if len(map_paths) != len(trajectories):
             raise ValueError(f"{len(trajectories)} trajectories but {len(map_paths)} projected paths")
         on_map = np.array([path_curvature(p) for p in map_paths])
+    bend_map = fit_bend_map([t.states for t in trajectories])
+    in_bend = np.array([path_curvature(bend_map.project(t.states)) for t in trajectories])
     column = 0 if axis == "sentiment" else 1
     return Curvature(
         u=np.array([float(t.u[column]) for t in trajectories]),
@@ -138,6 +150,9 @@ def curvature_of(trajectories: list[Trajectory], map_paths=None, axis: str = "se
         orthogonal_share=full[:, 1],
         arc_to_chord_map=None if on_map is None else on_map[:, 0],
         orthogonal_share_map=None if on_map is None else on_map[:, 1],
+        arc_to_chord_bend=in_bend[:, 0],
+        orthogonal_share_bend=in_bend[:, 1],
+        bend_captured=bend_map.bend_captured,
         solver=trajectories[0].solver_label,
         n_tau=len(trajectories[0].tau),
         axis=axis,
@@ -168,22 +183,52 @@ def curvature_by_u(
     return curvature_of(trajectories, map_paths, axis=axis)
 
 
-def straightness_note(config: dict | None) -> str:
-    """What keeps a checkpoint's paths straight, read off its config (config["meta"]["train"])."""
+def path_shape_note(config: dict | None) -> str:
+    """Why a checkpoint's paths are straight or curved, read off the penalties that were in effect in its
+    training (config["model"] and config["meta"]["train"])."""
+    model = (config or {}).get("model") or {}
     train = ((config or {}).get("meta") or {}).get("train") or {}
-    stage2 = train.get("stage2_roughness_weight")
-    weight = stage2 if stage2 is not None else train.get("roughness_weight")
-    relative_to = train.get("stage2_roughness_relative_to") or train.get("roughness_relative_to") or "state"
-    if weight is None:
+    if not train:
         return (
-            "Straight paths come from a field that barely changes along the path: H then moves at a nearly "
-            "constant velocity. This checkpoint's config does not record a path-roughness penalty."
+            "This checkpoint's config does not record how it was trained, so what shaped its paths is unknown. "
+            "A field that barely changes along the path moves H at a nearly constant velocity: a straight line."
         )
-    stage = "stage 2" if stage2 is not None else "training"
-    size = "|H(0)|²" if relative_to == "state" else "the field's own size"
+    stage2_ran = train.get("stage2_steps", 0) > 0
+    basis = model.get("field_basis") or 0
+    if basis > 1 and train.get("solver", "euler") == "rk4":
+        weight = train.get("solver_error_weight", 0.0)
+        penalty = (
+            f"Its training penalised only RK4's own error estimate above a relative error of "
+            f"{train.get('solver_error_tolerance', 0.0):g} (weight {weight:,g}, from stage-1 step "
+            f"{train.get('solver_error_start', 0):,}{', and in stage 2' if stage2_ran else ''}): that keeps the "
+            f"{train.get('solver_steps', 1)}-step solver close to the continuous ODE without straightening the path."
+            if weight > 0
+            else "No penalty on the paths' shape was in effect."
+        )
+        return (
+            f"What shapes these paths: the field's weights vary with depth (polynomials of degree {basis - 1} in τ), "
+            "so F changes along τ and each path turns as it goes. No path-roughness penalty was in effect. " + penalty
+        )
+    stage1 = train.get("roughness_weight", 0.0)
+    stage2 = train.get("stage2_roughness_weight")
+    stage2 = stage1 if stage2 is None else stage2
+    relative = {
+        1: train.get("roughness_relative_to") or "state",
+        2: train.get("stage2_roughness_relative_to") or train.get("roughness_relative_to") or "state",
+    }
+    in_effect = [(1, stage1)] + ([(2, stage2)] if stage2_ran else [])
+    in_effect = [(stage, w) for stage, w in in_effect if w > 0]
+    if not in_effect:
+        return (
+            "No path-roughness penalty was in effect: this field shares its weights across depth, so what "
+            "straightness its paths have comes from the field itself changing little along the path."
+        )
+    stage, weight = max(in_effect, key=lambda sw: sw[1])
+    size = "|H(0)|²" if relative[stage] == "state" else "the field's own size"
+    others = "".join(f"; stage {s} with weight {w:,g}" for s, w in in_effect if s != stage)
     return (
-        f"What makes these paths straight: {stage} penalised path roughness with weight {weight:,g} (the squared "
-        f"change of α·F between consecutive Euler evaluations, relative to {size}). A field that barely changes "
-        "along the path moves H at a nearly constant velocity, i.e. along a straight line, which is also why a "
-        "few Euler steps land where dopri5 does."
+        f"What makes these paths straight: stage {stage} penalised path roughness with weight {weight:,g} (the "
+        f"squared change of α·F between consecutive Euler evaluations, relative to {size}){others}. A field that "
+        "barely changes along the path moves H at a nearly constant velocity, i.e. along a straight line, which "
+        "is also why a few Euler steps land where dopri5 does."
     )

@@ -62,11 +62,15 @@ def pca_paths_figure(
     animate: bool = False,
     highlight=None,
     title: str = "Hidden-state paths H̄(τ) on the PCA map",
+    titles: list[str] | None = None,
+    equal_scale: bool = False,
 ) -> go.Figure:
     """One line per path, coloured by u (red negative, blue positive), τ = 0 circled.
 
     highlight: extra paths drawn thick in black on top (e.g. the user's own prompt).
     animate: frames that grow every path along τ, with a play button.
+    titles: the axes' titles (default: PC1, PC2, ... with explained_variance).
+    equal_scale: one unit is as long on both 2-D axes, so a bend is drawn at its true size.
     """
     if dims not in (2, 3):
         raise ValueError("dims must be 2 or 3")
@@ -83,7 +87,9 @@ def pca_paths_figure(
     widths = [2.0] * len(paths) + [5.0] * len(highlight)
     fig = go.Figure([_path_trace(p, c, dims, width=w) for p, c, w in zip(everything, colors, widths)])
     fig.add_trace(_start_trace(everything, dims))
-    titles = axis_titles(explained_variance, dims)
+    titles = list(titles) if titles is not None else axis_titles(explained_variance, dims)
+    if equal_scale and dims == 2:
+        fig.update_yaxes(scaleanchor="x", scaleratio=1)
     if dims == 3:
         fig.update_layout(scene=dict(xaxis_title=titles[0], yaxis_title=titles[1], zaxis_title=titles[2]))
     else:
@@ -164,10 +170,11 @@ def probes_figure(probes, title: str = "Sentiment separability of H̄(τ) (held-
 
 def curvature_figure(curvature, title: str = "How curved are the paths?") -> go.Figure:
     """Arc / chord - 1 (left, log axis) and the largest orthogonal share of the displacement (right)
-    against u, in full space and on the PCA map.
+    against u, in full space, on the PCA map and in the bend view.
 
-    curvature: an object with u, arc_to_chord, orthogonal_share and, optionally, arc_to_chord_map
-    and orthogonal_share_map (steering.analysis.curvature.Curvature fits). A perfectly straight
+    curvature: an object with u, arc_to_chord, orthogonal_share and, optionally, arc_to_chord_map,
+    orthogonal_share_map, arc_to_chord_bend and orthogonal_share_bend (steering.analysis.curvature.Curvature
+    fits). A perfectly straight
     path has arc / chord - 1 = 0, which a log axis leaves out.
     """
     u = np.asarray(curvature.u, dtype=float)
@@ -182,11 +189,17 @@ def curvature_figure(curvature, title: str = "How curved are the paths?") -> go.
             getattr(curvature, "orthogonal_share_map", None),
             "dot",
         ),
+        (
+            "bend view",
+            getattr(curvature, "arc_to_chord_bend", None),
+            getattr(curvature, "orthogonal_share_bend", None),
+            "dash",
+        ),
     ]
     for k, (name, ratio, share, dash) in enumerate(series):
         if ratio is None or share is None:
             continue
-        color = ("#1f6fb4", "#e67e22")[k]
+        color = ("#1f6fb4", "#e67e22", "#2ca02c")[k]
         fig.add_trace(
             go.Scatter(
                 x=u,
