@@ -1,5 +1,6 @@
 """Each figure builder on hand-made plain data: trace counts, axis titles, data ranges."""
 
+import itertools
 from types import SimpleNamespace as NS
 
 import numpy as np
@@ -83,6 +84,16 @@ def test_nfe_regimes_tolerance_and_sweep():
     assert fig.layout.yaxis.title.text == "function evaluations (NFE)" and max(fig.data[0].y) == 20
     assert fig.data[0].line.shape == "hvh"  # each level change drawn midway, on its switch
     assert len(nfe_regimes_figure(NS(**{**regimes.__dict__, "switches": []})).layout.shapes) == 1
+    # issue 45's pilot: 7 switches between 20 and 26 NFE, some 0.1 apart; no two labels may overlap
+    at = [-1.95, -1.85, -1.75, -0.3, 1.65, 1.75, 1.85]
+    many = [NS(u=x, from_level=(20.0, 26.0)[k % 2], to_level=(26.0, 20.0)[k % 2]) for k, x in enumerate(at)]
+    fig = nfe_regimes_figure(NS(**{**regimes.__dict__, "switches": many}))
+    notes = [a for a in fig.layout.annotations if "→" in a.text]
+    assert len(notes) == 7 and all(a.text in ("20 → 26", "26 → 20") for a in notes)
+    width = 4 * (len("20 → 26") * 7 + 12) / 650  # the label's share of u, as the figure estimates it
+    for a, b in itertools.combinations(notes, 2):
+        assert a.y != b.y or abs(a.x - b.x) >= width, (a.x, b.x)
+    assert len({a.y for a in notes}) <= 3  # a few rows, not one per label
     scaling = NS(tolerances=np.array([1e-2, 1e-4, 1e-6]), nfe=np.array([14, 20, 26]), slope=0.15, solver="dopri5")
     fig = tolerance_figure(scaling)
     assert len(fig.data) == 2 and fig.layout.xaxis.type == "log" and "0.150" in fig.data[1].name

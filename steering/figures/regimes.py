@@ -11,6 +11,35 @@ def _level(x: float) -> str:
     return f"{x:g}" if float(x).is_integer() else f"{x:.1f}"
 
 
+SWITCH_ROW_HEIGHT = 0.07  # of the plot's height, between rows of switch labels
+PLOT_WIDTH_PX = 650  # about the NFE plot's drawing width in the lab, for how much of u a label covers
+LABEL_CHAR_PX = 7
+
+
+def _switch_label(switch, switches) -> str:
+    """Two lines with u for a few switches; the levels alone when there are many (u is the line's x)."""
+    levels = f"{_level(switch.from_level)} → {_level(switch.to_level)}"
+    return f"{levels} NFE<br>u={switch.u:+.2f}" if len(switches) <= 2 else levels
+
+
+def switch_label_rows(positions, u, label: str) -> list[int]:
+    """A row for each switch label (positions sorted), so that no two labels in a row overlap: each goes to
+    the first row whose last label ends, with a margin, before it starts."""
+    u = np.asarray(u, dtype=float)
+    span = float(u.max() - u.min()) if len(u) > 1 else 1.0
+    longest = max(len(line) for line in label.split("<br>"))
+    width = span * (longest * LABEL_CHAR_PX + 12) / PLOT_WIDTH_PX
+    row_ends: list[float] = []
+    rows = []
+    for x in positions:
+        row = next((r for r, end in enumerate(row_ends) if x - width / 2 >= end), len(row_ends))
+        if row == len(row_ends):
+            row_ends.append(-np.inf)
+        row_ends[row] = x + width / 2
+        rows.append(row)
+    return rows
+
+
 def nfe_regimes_figure(regimes, title: str = "Solver work against the control") -> go.Figure:
     """NFE per solver against u (left axis), P(first target) relative to the pair (right axis),
     every regime switch as a vertical line labelled with its levels, and the semantic crossover.
@@ -36,12 +65,22 @@ def nfe_regimes_figure(regimes, title: str = "Solver work against the control") 
         ),
         secondary_y=True,
     )
-    for switch in getattr(regimes, "switches", None) or []:
-        fig.add_vline(
+    switches = sorted(getattr(regimes, "switches", None) or [], key=lambda s: s.u)
+    for switch in switches:
+        fig.add_vline(x=switch.u, line=dict(color="firebrick", dash="dash"))
+    labels = [_switch_label(switch, switches) for switch in switches]
+    rows = switch_label_rows([switch.u for switch in switches], u, max(labels, key=len, default=""))
+    for switch, label, row in zip(switches, labels, rows):
+        fig.add_annotation(
             x=switch.u,
-            line=dict(color="firebrick", dash="dash"),
-            annotation_text=f"{_level(switch.from_level)} → {_level(switch.to_level)} NFE<br>u={switch.u:+.2f}",
-            annotation_position="top left",
+            y=1.0 + SWITCH_ROW_HEIGHT * row,  # rows stack above the plot, off the NFE line
+            xref="x",
+            yref="paper",
+            yanchor="bottom",
+            text=label,
+            showarrow=False,
+            font=dict(color="firebrick", size=11),
+            bgcolor="rgba(255,255,255,0.85)",
         )
     if regimes.crossover_u is not None:
         fig.add_vline(
@@ -51,6 +90,8 @@ def nfe_regimes_figure(regimes, title: str = "Solver work against the control") 
             annotation_position="bottom right",
         )
     fig.update_layout(title=title, xaxis_title=f"control u ({getattr(regimes, 'axis', 'sentiment')})")
+    if rows:  # room above the plot for the label rows, below the title
+        fig.update_layout(margin=dict(t=90 + 22 * max(rows)), title=dict(y=0.98, yanchor="top"))
     fig.update_yaxes(title_text="function evaluations (NFE)", secondary_y=False, rangemode="tozero")
     fig.update_yaxes(title_text="relative probability", range=[0, 1], secondary_y=True)
     return fig
