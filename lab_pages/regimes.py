@@ -110,6 +110,17 @@ for name, values in regimes.steps.items():
 columns["relative_probability_first_target"] = regimes.target_probability.tolist()
 ui.download_csv("Download the NFE sweep (CSV)", columns, "nfe_regimes.csv", key="csv_regimes")
 
+config = SolverConfig("dopri5", rtol=float(tol), atol=float(tol) / 10)
+sweep_traces = ui.analysis(
+    loaded,
+    "solver_trace_sweep",
+    (prompt, float(tol), int(n_u)),
+    lambda model, tok: solver_traces(model, tok, prompt, grid, config),
+    what="what sets the levels",
+)
+if sweep_traces is not None:
+    st.markdown(lab.bold_then_plain("What sets the level: ", sweep_traces.levels_reading()))
+
 st.subheader("Why this many steps? The step trace at one u and its neighbour")
 st.caption(
     "Every step dopri5 attempts at this tolerance: where it starts (τ), its size h and its error ratio (the "
@@ -130,7 +141,6 @@ here = u_values.index(u_trace)
 first_nfe = regimes.nfe[methods[0]]
 there = neighbour_across_switch(first_nfe, here)
 pair_u = [u_trace] + ([] if there is None else [u_values[there]])
-config = SolverConfig("dopri5", rtol=float(tol), atol=float(tol) / 10)
 traces = ui.analysis(
     loaded,
     "solver_trace",

@@ -11,6 +11,8 @@ from steering.analysis.solver_trace import (
     curvature_by_level,
     field_geometry,
     field_under_control,
+    level_causes,
+    levels_reading,
     neighbour_across_switch,
     solver_trace,
     solver_traces,
@@ -79,6 +81,28 @@ def test_a_solve_without_rejections_reads_its_first_step():
     assert not trace.rejected
     reading = trace_reading(trace)
     assert reading.startswith(f"{len(trace.accepted)} step") and "first guess" in reading
+
+
+def test_each_level_is_read_from_its_traces_rejections():
+    """A sweep over a field's strength: a gentle field takes its steps by the step rules alone, a wild one
+    has steps rejected, and the reading names which binds at which level."""
+    traces = [
+        solver_trace(lambda t, y, k=k: k * y * torch.sin(40 * t), H0, SolverConfig("dopri5", rtol=1e-4, atol=1e-5))
+        for k in (0.0, 0.01, 5.0, 6.0)
+    ]
+    causes = level_causes(traces)
+    assert [c.nfe for c in causes] == sorted({t.nfe for t in traces})
+    assert sum(c.n_u for c in causes) == 4
+    for c in causes:
+        at = [t for t in traces if t.nfe == c.nfe]
+        assert c.n_rejecting == sum(bool(t.rejected) for t in at)
+        assert c.largest_accepted_ratio == max(s.error_ratio for t in at for s in t.accepted) <= 1
+        if c.error_binds:
+            low, high = c.rejected_ratios
+            assert 1 < low <= high == max(s.error_ratio for t in at for s in t.rejected)
+    assert not causes[0].error_binds and causes[-1].error_binds  # gentle: lowest level; wild: highest
+    reading = levels_reading(causes, 4)
+    assert f"{causes[0].nfe} NFE on " in reading and "no step rejected" in reading and "the error binds" in reading
 
 
 def test_turn_rate_is_the_orthogonal_change_over_the_speed():

@@ -405,6 +405,9 @@ def test_regimes_page_reads_the_step_trace_and_the_field_over_u_and_tau(lab_env)
     shown = [re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown]  # without Markdown's escapes
     readings = [text for text in shown if re.search(r"u = [+-]\d\.\d\d:", text)]
     assert len(readings) == 2 and all(re.search(r"\d+ steps?", r) for r in readings)
+    levels = [text for text in shown if text.startswith("**What sets the level:**")]
+    nfe = {int(v) for v in values(chart(at, "regimes")["data"][0]["y"])}  # dopri5's levels over the sweep
+    assert len(levels) == 1 and all(f"{n} NFE on " in levels[0] for n in nfe)
     trace = chart(at, "step_trace")
     named = [t for t in trace["data"] if t.get("name", "").startswith("u = ")]
     assert len(named) == 2 and named[0]["name"].startswith("u = +0.50")

@@ -260,6 +260,76 @@ def trace_reading(trace: SolverTrace) -> str:
 
 
 @dataclass
+class LevelCause:
+    """What sets one NFE level of a sweep: how many of its u had a step rejected, and how close the
+    error came to the tolerance."""
+
+    nfe: int
+    n_u: int
+    n_rejecting: int  # u whose solve had a step rejected (the error bound)
+    largest_accepted_ratio: float  # the largest error ratio of an accepted step, over the level's u
+    rejected_ratios: tuple[float, float] | None  # (lowest, highest) error ratio of a rejected step
+
+    @property
+    def error_binds(self) -> bool:
+        return self.n_rejecting > 0
+
+    def to_dict(self) -> dict:
+        return {
+            "nfe": self.nfe,
+            "n_u": self.n_u,
+            "n_rejecting": self.n_rejecting,
+            "largest_accepted_ratio": self.largest_accepted_ratio,
+            "rejected_ratios": self.rejected_ratios,
+            "error_binds": self.error_binds,
+        }
+
+
+def level_causes(traces: list[SolverTrace]) -> list[LevelCause]:
+    """Per NFE level of a sweep's traces (ascending), what set it: rejections or the step-size rules."""
+    causes = []
+    for nfe in sorted({t.nfe for t in traces}):
+        at = [t for t in traces if t.nfe == nfe]
+        rejected = [s.error_ratio for t in at for s in t.rejected]
+        causes.append(
+            LevelCause(
+                nfe=nfe,
+                n_u=len(at),
+                n_rejecting=sum(bool(t.rejected) for t in at),
+                largest_accepted_ratio=max(s.error_ratio for t in at for s in t.accepted),
+                rejected_ratios=(min(rejected), max(rejected)) if rejected else None,
+            )
+        )
+    return causes
+
+
+def levels_reading(causes: list[LevelCause], n_u: int) -> str:
+    """What sets each NFE level, in one line per level, for the page and the CLI."""
+    lines = []
+    for c in causes:
+        where = f"{c.nfe} NFE on {c.n_u} of {n_u} u"
+        if c.n_rejecting == c.n_u:
+            low, high = c.rejected_ratios
+            ratios = f"{low:.2f}" if abs(high - low) < 0.005 else f"{low:.2f}–{high:.2f}"
+            lines.append(
+                f"{where}: the error binds. Every one had a step rejected (error ratio {ratios}), and the retry "
+                "costs the extra evaluations."
+            )
+        elif c.n_rejecting:
+            lines.append(
+                f"{where}: the error binds on {c.n_rejecting} of them (a step rejected); on the rest the step "
+                f"rules set the count (accepted error ratio up to {c.largest_accepted_ratio:.2f})."
+            )
+        else:
+            near = " (near the tolerance)" if c.largest_accepted_ratio > 0.5 else ""
+            lines.append(
+                f"{where}: no step rejected, error ratio at most {c.largest_accepted_ratio:.2f}{near}: the first "
+                "step's guess and the 10× growth cap set how many steps reach τ = 1."
+            )
+    return " ".join(lines)
+
+
+@dataclass
 class SolverTraces:
     u: np.ndarray  # [n_u] on `axis`
     axis: str
@@ -270,6 +340,12 @@ class SolverTraces:
     def nfe(self) -> np.ndarray:
         return np.array([t.nfe for t in self.traces], dtype=int)
 
+    def level_causes(self) -> list[LevelCause]:
+        return level_causes(self.traces)
+
+    def levels_reading(self) -> str:
+        return levels_reading(self.level_causes(), len(self.traces))
+
     def to_dict(self) -> dict:
         return {
             "u": self.u,
@@ -277,6 +353,8 @@ class SolverTraces:
             "prompt": self.prompt,
             "nfe": self.nfe,
             "traces": [t.to_dict() for t in self.traces],
+            "levels": [c.to_dict() for c in self.level_causes()],
+            "levels_reading": self.levels_reading(),
         }
 
 
