@@ -4,8 +4,10 @@ Every figure is a ratio of two measurements taken in the same process (or, for
 memory, in twin subprocesses started the same way), so the load on the machine
 cancels out as far as it can:
 
-* forward latency, hybrid / discrete, batch 8 x 128 tokens, no grad, the training
-  solver (Euler, 4 steps). The two models run alternately, one warm-up each, and the
+* forward latency, hybrid / discrete, batch 8 x 128 tokens, no grad, the hybrid's own
+  training solver (Euler 4 for the shared-weight field, RK4 for the depth-varying one); for a
+  hybrid trained otherwise, the same at Euler 4 beside it, with both solvers' divergence from
+  dopri5. The two models run alternately, one warm-up each, and the
   median of `repeats` runs of each is compared.
 * FLOP ratio, hybrid / discrete, counted analytically from the two configs: every
   matrix product of one forward pass at 2 FLOPs per multiply-add (attention scores
@@ -59,6 +61,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .measures import heldout_prompts, solver_divergence
 from .model import DiscreteTransformer, HybridODETransformer, ModelConfig
 from .ode import TRAINING_SOLVER, SolverConfig
 
@@ -73,14 +76,15 @@ MIN_REPEATS = 7
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 GOALS = {
-    "latency_ratio": ("<=", 0.90),
     "kv_cache_speedup": (">=", 5.0),
     "adjoint_mem_ratio_64_4": ("<=", 1.2),
     "decode_speedup": (">=", 5.0),
     "decode_tokens_per_s": (">=", 2000.0),
 }
-# latency_ratio - flop_ratio: what the hybrid's forward pays beyond its matrix products' share
-LATENCY_OVER_FLOPS_GOAL = 0.03
+# latency_ratio - flop_ratio: what the hybrid's forward pays beyond its matrix products' share (issue 45:
+# a field that does work takes more evaluations than the discrete middle's four blocks, so the bar is
+# the FLOP ratio itself plus this, not the paper's latency parity)
+LATENCY_OVER_FLOPS_GOAL = 0.05
 PAPER = {"latency_ratio": 0.98}
 
 
@@ -109,15 +113,24 @@ def forward_flops(
         if cfg.field_heads:  # the token-mixing field's attention: qkv and output projections
             per_eval += 2 * n * 4 * d * d + (2 * 2 * batch * tokens * tokens * d if attention else 0)
         per_solve = 2 * batch * (cfg.control_dim * cfg.control_embed_dim + cfg.control_embed_dim * cfg.field_hidden)
+        if cfg.field_basis:
+            # the depth-varying field: the control's share per basis term once a solve (and |u| > 1's two
+            # maps), mixed at each evaluation's τ; the weights at each τ are mixed once and cached, so a
+            # warm forward (what the latency times) does not count them
+            k = cfg.field_basis
+            per_solve = 2 * batch * cfg.control_dim * cfg.field_hidden * (k + (2 if cfg.beyond_steering else 0))
+            per_eval += 2 * k * batch * cfg.field_hidden
         middle = field_evals * per_eval + per_solve
     return (cfg.n_pre + cfg.n_post) * block + middle + head
 
 
 def counted_forward_flops(model, idx: torch.Tensor, solver: SolverConfig = TRAINING_SOLVER) -> int:
-    """FLOPs of one forward pass as torch.utils.flop_counter sees them (on CPU: without attention)."""
+    """FLOPs of one warm forward pass as torch.utils.flop_counter sees them (on CPU: without attention)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     u = torch.zeros(idx.shape[0], model.config.control_dim)
+    with torch.no_grad():
+        model(idx, u, solver)  # warm: a depth-varying field's weights at each τ are mixed once, then cached
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         model(idx, u, solver)
     return int(counter.get_total_flops())
@@ -219,6 +232,44 @@ def measure_fused_latency(
         runs["hybrid"].append(_time_call(lambda: forward(hybrid)))
         runs["discrete"].append(_time_call(lambda: forward(discrete)))
     return LatencyResult(runs["hybrid"], runs["discrete"])
+
+
+INFERENCE_EULER = SolverConfig("euler", steps=4)
+DIVERGENCE_PROMPTS, DIVERGENCE_US = 6, (-2.0, 0.0, 2.0)  # as `python -m steering depth`
+
+
+def fixed_step_nfe(solver: SolverConfig) -> int:
+    """Field evaluations of one fixed-step solve."""
+    from .decode import STAGES
+
+    return solver.steps * STAGES[solver.method]
+
+
+def euler_point(hybrid, discrete, tok, batch: int, tokens: int, repeats: int) -> dict:
+    """The hybrid solved with Euler 4 in place of its training solver: latency and FLOP ratios against the
+    discrete model, measured as the trained solver's are, and both solvers' divergence from dopri5 (rtol 1e-6)
+    on held-out prompts (random ones without a tokenizer) at u = -2, 0, 2."""
+    latency = measure_latency(hybrid, discrete, batch, tokens, repeats, INFERENCE_EULER)
+    flops = forward_flops(hybrid.config, batch, tokens, fixed_step_nfe(INFERENCE_EULER)) / forward_flops(
+        discrete.config, batch, tokens
+    )
+    if tok is not None:
+        prompts = heldout_prompts(tok, DIVERGENCE_PROMPTS)
+    else:
+        gen = torch.Generator().manual_seed(0)
+        prompts = torch.randint(0, hybrid.config.vocab_size, (DIVERGENCE_PROMPTS, 32), generator=gen).tolist()
+    with torch.no_grad():
+        divergence = solver_divergence(hybrid, prompts, DIVERGENCE_US, INFERENCE_EULER)
+        trained = solver_divergence(hybrid, prompts, DIVERGENCE_US)
+    return {
+        "solver": INFERENCE_EULER.label(),
+        "nfe": fixed_step_nfe(INFERENCE_EULER),
+        "latency_ratio": latency.ratio,
+        "flop_ratio": flops,
+        "hybrid_forward_ms": latency.hybrid_median_s * 1e3,
+        "solver_divergence": divergence,
+        "solver_divergence_trained": trained,
+    }
 
 
 # ---------------------------------------------------------------- generation with and without the KV cache
@@ -377,7 +428,9 @@ def measure_decode(
             for n in counts:
                 fast[n].append(_time_call(lambda n=n: run(True, n)))
                 general[n].append(_time_call(lambda n=n: run(False, n)))
-        floor_s, floor_dtype, macs, by_dtype = measure_matmul_floor(model.config, repeats=repeats)
+        floor_s, floor_dtype, macs, by_dtype = measure_matmul_floor(
+            model.config, model.training_solver, repeats=repeats
+        )
     finally:
         torch.set_num_threads(previous_threads)
     return DecodeResult(new_tokens, len(prompt), fast, general, same, floor_s, floor_dtype, macs, by_dtype)
@@ -629,15 +682,19 @@ def run_bench(
         raise ValueError("run_bench needs a hybrid model and a discrete baseline, in that order")
     started = time.perf_counter()
     hybrid.eval(), discrete.eval()
+    solver = hybrid.training_solver  # the hybrid at the solver it was trained with (and generates with)
     batch, tokens = latency_shape
-    latency = measure_latency(hybrid, discrete, batch, tokens, repeats)
-    fused = measure_fused_latency(hybrid, discrete, batch, tokens, repeats)
+    latency = measure_latency(hybrid, discrete, batch, tokens, repeats, solver)
+    fused = measure_fused_latency(hybrid, discrete, batch, tokens, repeats, solver)
     tokens = min(tokens, hybrid.config.block_size)
     idx = torch.zeros(batch, tokens, dtype=torch.long)
-    nfe = TRAINING_SOLVER.steps
+    nfe = fixed_step_nfe(solver)
     flops_h = forward_flops(hybrid.config, batch, tokens, nfe)
     flops_d = forward_flops(discrete.config, batch, tokens)
-    counted_h, counted_d = counted_forward_flops(hybrid, idx), counted_forward_flops(discrete, idx)
+    counted_h, counted_d = counted_forward_flops(hybrid, idx, solver), counted_forward_flops(discrete, idx)
+    # one more point: the same hybrid solved with Euler 4 at inference (the discrete middle's four blocks'
+    # worth of field evaluations), what it saves and how far from the ODE it lands
+    cheap = euler_point(hybrid, discrete, tok, batch, tokens, repeats) if solver != INFERENCE_EULER else None
     cache = measure_kv_cache(hybrid, *generation, repeats=repeats)
     decode = measure_decode(hybrid, *generation, repeats=repeats)
     few, many = memory_steps
@@ -652,7 +709,9 @@ def run_bench(
         "torch_threads": torch.get_num_threads(),
         "repeats": repeats,
         "latency_shape": [batch, tokens],
-        "latency_solver": TRAINING_SOLVER.label(),
+        "latency_solver": solver.label(),
+        "latency_solver_nfe": nfe,
+        "euler4": cheap,
         "hybrid_forward_ms": latency.hybrid_median_s * 1e3,
         "discrete_forward_ms": latency.discrete_median_s * 1e3,
         "hybrid_forward_runs_ms": [t * 1e3 for t in latency.hybrid_s],
@@ -791,6 +850,17 @@ def format_report(report: BenchReport) -> str:
             f"{r['regimes_sweep_points']} points, {r['regimes_sweep_nfe']} NFE ({r['regimes_sweep_method']})",
         )
     )
+    cheap = r.get("euler4")
+    if cheap:
+        rows.append(
+            (
+                "at Euler 4 (inference)",
+                f"{cheap['latency_ratio']:.3f}x",
+                f"FLOP ratio {cheap['flop_ratio']:.3f}x",
+                f"{cheap['nfe']} field evaluations against the trained {r['latency_solver_nfe']}; divergence from "
+                f"dopri5 {cheap['solver_divergence']:.4f} (trained solver {cheap['solver_divergence_trained']:.4f})",
+            )
+        )
     for row in rows:
         key, value, detail = row[0], row[1], row[-1]
         verdict = row[2] if len(row) == 4 else goal(key)

@@ -217,9 +217,12 @@ def probe_over_prompts(model, tok, prompts=PROBE_PROMPT_VARIANTS, steer_u: float
 
 
 @torch.no_grad()
-def solver_divergence(model, prompts: list[list[int]], sentiments=(-1.0, 0.0, 1.0)) -> float:
+def solver_divergence(
+    model, prompts: list[list[int]], sentiments=(-1.0, 0.0, 1.0), solver: SolverConfig | None = None
+) -> float:
     """Mean over prompts and sentiments of ||H_trained(1) - H_dopri5(1)|| / ||H_dopri5(1)||, where H_trained
-    is the model's own fixed-step training solver (Euler 4 for the shared-weight fields, RK4 for the depth-varying).
+    is the model's own fixed-step training solver (Euler 4 for the shared-weight fields, RK4 for the depth-varying),
+    or `solver` where given.
 
     Each prompt is its own initial value problem (dopri5's step control sees only it);
     the norm is over all of the prompt's tokens and features.
@@ -229,7 +232,7 @@ def solver_divergence(model, prompts: list[list[int]], sentiments=(-1.0, 0.0, 1.
         h0 = model.encode(torch.tensor([ids]))
         for s in sentiments:
             u = torch.tensor([[s, 0.0]])
-            fixed = model.middle(h0, u, model.training_solver).final
+            fixed = model.middle(h0, u, solver or model.training_solver).final
             reference = model.middle(h0, u, REFERENCE_SOLVER).final
             ratios.append(float((fixed - reference).norm() / reference.norm()))
     return float(np.mean(ratios))

@@ -228,3 +228,27 @@ def test_bench_refuses_models_in_the_wrong_order(small_tokenizer):
     hybrid, discrete, config = _models(small_tokenizer.get_vocab_size())
     with pytest.raises(ValueError, match="hybrid model and a discrete baseline"):
         bench.run_bench(discrete, hybrid, memory_spec={"source": "random", "config": config})
+
+
+def test_a_depth_varying_hybrid_is_benched_at_its_own_solver_with_euler_4_beside_it(
+    small_depth_hybrid, small_discrete, small_tokenizer
+):
+    hybrid, discrete = small_depth_hybrid, small_discrete
+    assert hybrid.training_solver == SolverConfig("rk4", steps=1)
+    idx = torch.zeros(2, 16, dtype=torch.long)
+    # the depth-varying block's products are counted as a block's, once per field evaluation
+    assert bench.counted_forward_flops(hybrid, idx, hybrid.training_solver) == bench.forward_flops(
+        hybrid.config, 2, 16, bench.fixed_step_nfe(hybrid.training_solver), attention=False
+    )
+    point = bench.euler_point(hybrid, discrete, small_tokenizer, 2, 16, repeats=1)
+    assert point["solver"] == SolverConfig("euler", steps=4).label() and point["nfe"] == 4
+    assert point["flop_ratio"] == pytest.approx(
+        bench.forward_flops(hybrid.config, 2, 16, 4) / bench.forward_flops(discrete.config, 2, 16)
+    )
+    assert math.isfinite(point["latency_ratio"]) and point["latency_ratio"] > 0
+    prompts = bench.heldout_prompts(small_tokenizer, bench.DIVERGENCE_PROMPTS)
+    with torch.no_grad():
+        euler = bench.solver_divergence(hybrid, prompts, bench.DIVERGENCE_US, SolverConfig("euler", steps=4))
+    assert point["solver_divergence"] == pytest.approx(euler)
+    # the fixture's field changes along τ: four Euler steps land farther from the ODE than RK4 does
+    assert point["solver_divergence"] > point["solver_divergence_trained"] > 0
