@@ -188,18 +188,31 @@ def _train_args(p):
     option(penalty, "contrast_u", "U", "|u| of the contrast's copies")
 
 
+def add_control_args(p):
+    """`--u NAME=VALUE` by the checkpoint's axis names, and the shipped model's two shortcuts."""
+    p.add_argument(
+        "--u",
+        action="append",
+        metavar="NAME=VALUE",
+        help="the control on one of the checkpoint's axes (-3..3), repeatable; an axis left out is 0",
+    )
+    p.add_argument("--sentiment", type=float, default=None, help="the shipped model's --u sentiment=VALUE")
+    p.add_argument("--style", type=float, default=None, help="the shipped model's --u style=VALUE")
+
+
 @command("generate", "sample steered continuations of a prompt")
 def _generate(args):
     from .checkpoint import load_checkpoint
+    from .controls import named_control
     from .generate import generate
 
-    model, tok, _ = load_checkpoint(args.checkpoint)
+    model, tok, config = load_checkpoint(args.checkpoint)
+    control = named_control(config, args.u, {"sentiment": args.sentiment, "style": args.style})
     results = generate(
         model,
         tok,
         args.prompt,
-        args.sentiment,
-        args.style,
+        *control.values,
         n=args.n,
         max_new_tokens=args.max_new_tokens,
         seed=args.seed,
@@ -211,19 +224,18 @@ def _generate(args):
         },
     )
     if args.json:
-        print(json.dumps([r.to_dict() for r in results], indent=2))
+        print(json.dumps([{**r.to_dict(), "control": control.as_dict()} for r in results], indent=2))
         return
     if results and results[0].notice:
         print(f"note: {results[0].notice}", file=sys.stderr)
     for i, r in enumerate(results):
-        print(f"--- sample {i + 1} (sentiment {r.sentiment:+g}, style {r.style:+g}, NFE {r.nfe})")
+        print(f"--- sample {i + 1} ({control.describe()}, NFE {r.nfe})")
         print(r.text)
 
 
 def _generate_args(p):
     p.add_argument("--prompt", default="", help="text to continue (empty: start from scratch)")
-    p.add_argument("--sentiment", type=float, default=0.0, help="-1 negative ... +1 positive (range -3..3)")
-    p.add_argument("--style", type=float, default=0.0, help="-1 critic blurb ... +1 user review (range -3..3)")
+    add_control_args(p)
     p.add_argument("--n", type=int, default=1, help="number of samples")
     p.add_argument("--max-new-tokens", type=int, default=40)
     p.add_argument("--temperature", type=float, default=None, help="default: the sampler's (steering/generate.py)")

@@ -64,6 +64,17 @@ def test_generate_text_with_an_adaptive_solver(small_checkpoint):
     assert "NFE" in proc.stdout
 
 
+def test_the_shipped_axes_by_name_and_by_shortcut_give_the_same_samples(small_checkpoint):
+    common = ("generate", "--checkpoint", str(small_checkpoint), "--prompt", "hi", "--max-new-tokens", "4", "--json")
+    named = run_cli(*common, "--u", "sentiment=1", "--u", "style=-1")
+    short = run_cli(*common, "--sentiment", "1", "--style", "-1")
+    assert named.returncode == short.returncode == 0, named.stderr + short.stderr
+    assert json.loads(named.stdout) == json.loads(short.stdout)
+    assert json.loads(named.stdout)[0]["control"] == {"sentiment": 1.0, "style": -1.0}
+    both = run_cli(*common, "--sentiment", "1", "--u", "sentiment=1")
+    assert both.returncode == 2 and "given twice" in both.stderr
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

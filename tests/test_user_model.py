@@ -94,6 +94,26 @@ def test_evaluate_json_judges_each_axis(user_model, capsys):
     assert 0.0 < report["valid_word_rate"] <= 1.0
 
 
+def test_generate_and_analyze_take_the_checkpoints_own_axis_names(user_model, capsys):
+    hybrid, _, _ = user_model
+    base = ["--checkpoint", str(hybrid), "--prompt", "The", "--max-new-tokens", "3"]
+    assert main(["generate", *base, "--u", "topic=1", "--json"]) == 0
+    (sample,) = json.loads(capsys.readouterr().out)
+    assert sample["control"] == {"formality": 0.0, "topic": 1.0}
+    assert (sample["sentiment"], sample["style"]) == (0.0, 1.0)  # the model's control entries, in order
+    assert main(["generate", *base, "--u", "formality=-1.5"]) == 0
+    assert "(formality -1.5, topic +0, NFE" in capsys.readouterr().out
+    # an unknown axis, a value out of range, or the shipped model's shortcut: exit 2 naming the axes, no output
+    for bad in (["--u", "nope=1"], ["--u", "topic=4"], ["--sentiment", "1"], ["--u", "topic"]):
+        assert main(["generate", *base, *bad]) == 2, bad
+        out, err = capsys.readouterr()
+        assert out == "" and "formality in [-3, 3], topic in [-3, 3]" in err, (bad, err)
+    assert main(["analyze", "trajectory", "--checkpoint", str(hybrid), "--u", "formality=1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["control"] == {"formality": 1.0, "topic": 0.0}
+    assert main(["analyze", "trajectory", "--checkpoint", str(hybrid), "--axis", "sentiment"]) == 2
+    assert "no axis 'sentiment'" in capsys.readouterr().err
+
+
 def test_export_talk_names_the_axes(user_model, tmp_path, capsys, monkeypatch):
     hybrid, _, cache = user_model
     monkeypatch.setenv("STEERING_CACHE", str(cache))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ode import ADAPTIVE_SOLVERS, CONTROL_AXES, SolverConfig
+from ..ode import ADAPTIVE_SOLVERS, SolverConfig
 
 KINDS = (
     "trajectory",
@@ -66,9 +66,15 @@ def add_analyze_args(p):
     p.add_argument("--n", dest="n_prompts", type=int, default=20, help="held-out prompts (--prompt-set heldout)")
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--sentiment", type=float, default=0.0, help="control u: sentiment (-3..3)")
-    p.add_argument("--style", type=float, default=0.0, help="control u: style (-3..3)")
-    p.add_argument("--axis", default="sentiment", choices=CONTROL_AXES, help="control axis swept (regimes, sweep, pca)")
+    p.add_argument(
+        "--u",
+        action="append",
+        metavar="NAME=VALUE",
+        help="the control on one of the checkpoint's axes (-3..3), repeatable; an axis left out is 0",
+    )
+    p.add_argument("--sentiment", type=float, default=None, help="the shipped model's --u sentiment=VALUE")
+    p.add_argument("--style", type=float, default=None, help="the shipped model's --u style=VALUE")
+    p.add_argument("--axis", default=None, help="the checkpoint's axis swept (regimes, sweep, pca; default: its first)")
     p.add_argument("--u-min", type=float, default=-2.0)
     p.add_argument("--u-max", type=float, default=2.0)
     p.add_argument("--n-u", type=int, default=41, help="points of the u grid (regimes, sweep, curvature)")
@@ -119,10 +125,19 @@ def run_analyze(args, solver: SolverConfig) -> None:
 
     if args.prompt_set is not None and args.kind != "regimes":
         raise ValueError(f"--prompt-set applies to regimes, not {args.kind}")
-    model, tok, _ = load_checkpoint(args.checkpoint)
-    u = [args.sentiment, args.style]
-    n_tau = args.n_tau
-    result, text = ANALYSES[args.kind](args, model, tok, u, solver, n_tau)
+    from ..controls import internal_axis, named_control
+
+    model, tok, config = load_checkpoint(args.checkpoint)
+    control = named_control(config, args.u, {"sentiment": args.sentiment, "style": args.style})
+    swept = args.axis or control.names[0]
+    # the analyses name the control's entries "sentiment" and "style"; args speak the checkpoint's names
+    args.axis = internal_axis(config, swept)
+    args.sentiment, args.style = control.values
+    u = list(control.values)
+    result, text = ANALYSES[args.kind](args, model, tok, u, solver, args.n_tau)
+    if isinstance(result, dict):
+        result = {**result, "control": control.as_dict(), "swept_axis": swept}
+    text = f"control: {control.describe()}\n{text}"
     print(json.dumps(jsonable(result), indent=2) if args.json else text)
 
 
