@@ -308,13 +308,30 @@ def _evaluate(args):
 
     if is_user_checkpoint(args.checkpoint):
         from .axis_eval import run  # its own axes, judged by the judges trained on its file
+
+        baseline = args.baseline if args.baseline is not None else _matching_default_baseline(args.checkpoint)
     else:
+        from .checkpoint import DEFAULT_BASELINE
         from .evaluate import run
-    print(run(args.checkpoint, args.baseline, quick=args.quick, as_json=args.json, steer_u=args.steer_u))
+
+        baseline = args.baseline if args.baseline is not None else DEFAULT_BASELINE
+    print(run(args.checkpoint, baseline, quick=args.quick, as_json=args.json, steer_u=args.steer_u))
+
+
+def _matching_default_baseline(checkpoint):
+    """The shipped baseline where it shares the checkpoint's tokenizer, else None (the model is judged alone)."""
+    from .checkpoint import DEFAULT_BASELINE, TOKENIZER
+    from .tokenizer import load_tokenizer
+
+    try:
+        theirs, ours = (load_tokenizer(Path(folder) / TOKENIZER) for folder in (DEFAULT_BASELINE, checkpoint))
+        same = theirs.get_vocab() == ours.get_vocab()
+    except (FileNotFoundError, ValueError):
+        return None
+    return DEFAULT_BASELINE if same else None
 
 
 def _evaluate_args(p):
-    from .checkpoint import DEFAULT_BASELINE
 
     p.add_argument("--quick", action="store_true", help="fewer prompts and held-out reviews (for tests)")
     p.add_argument(
@@ -325,7 +342,12 @@ def _evaluate_args(p):
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
-    p.add_argument("--baseline", default=str(DEFAULT_BASELINE), help="the discrete baseline's folder")
+    p.add_argument(
+        "--baseline",
+        default=None,
+        help="the discrete baseline's folder (default: the shipped one; a model of one's own on another "
+        "tokenizer is then evaluated alone)",
+    )
 
 
 ARGUMENTS = {"train": _train_args, "generate": _generate_args, "bench": _bench_args, "evaluate": _evaluate_args}
@@ -456,13 +478,17 @@ def _experiments(args):
 
 
 def _experiments_args(p):
-    from .checkpoint import DEFAULT_BASELINE
     from .experiments import DEFAULT_OUT
 
     p.add_argument("--quick", action="store_true", help="small sizes everywhere (for tests; minutes become seconds)")
     p.add_argument("--out", default=str(DEFAULT_OUT), help="folder for results.json and results.md")
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
-    p.add_argument("--baseline", default=str(DEFAULT_BASELINE), help="the discrete baseline's folder")
+    p.add_argument(
+        "--baseline",
+        default=None,
+        help="the discrete baseline's folder (default: the shipped one; a model of one's own on another "
+        "tokenizer is then evaluated alone)",
+    )
 
 
 ARGUMENTS["experiments"] = _experiments_args

@@ -6,6 +6,10 @@ the held-out split saved with the checkpoint (heldout.jsonl). Steering: for each
 continuations of held-out openings at u = +s and u = -s on that axis (the other at 0), judged by
 that axis's judge (user_data.train_axis_judges, saved in the checkpoint's judges/); the share
 judged on the asked-for side. Each judge's held-out accuracy says how far to trust it.
+
+Without a baseline (none given, and the shipped one is on another tokenizer, as it always is for a
+model of one's own), the model is evaluated alone: its steering, text and depth figures, and
+`skipped` names each comparison left out and why.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from .checkpoint import load_checkpoint
 from .evaluate import (
     _same_tokenizer,
     bits_per_byte,
+    heldout_path_curvature,
     log_summary,
     middle_relative_update,
+    outer_only_bits_per_byte,
     repeated_trigram_rate,
     steered_perplexity_ratio,
     trained_steer_u,
@@ -40,6 +46,7 @@ from .measures import (
     solver_divergence,
     word_probabilities,
 )
+from .ode import SolverConfig
 from .tokenizer import bos_id, encode
 from .train import evaluate_loss, heldout_batch
 
@@ -81,18 +88,28 @@ def axis_settings(axes, steer_u: float) -> dict[str, tuple[float, float]]:
     return settings
 
 
-def evaluate_axes(checkpoint, baseline, quick: bool = False, steer_u: float | None = None) -> dict:
-    """The evaluation of a user checkpoint, as a dict (JSON-ready); `axes` holds one entry per axis."""
+NO_BASELINE = (
+    "no baseline on this checkpoint's tokenizer (train one with --tokenizer pointing at the hybrid's, "
+    "then pass --baseline)"
+)
+COMPARISONS = ("val_loss_discrete", "bits_per_byte_discrete", "discrete_mid_relative_update", "baseline_middle_bpb")
+
+
+def evaluate_axes(checkpoint, baseline=None, quick: bool = False, steer_u: float | None = None) -> dict:
+    """The evaluation of a user checkpoint, as a dict (JSON-ready); `axes` holds one entry per axis.
+    With baseline None the model is judged alone and `skipped` lists the comparisons left out."""
     size = QUICK if quick else FULL
     hybrid, tok, config = load_checkpoint(checkpoint)
-    discrete, baseline_tok, _ = load_checkpoint(baseline)
     if hybrid.config.arch != "hybrid":
         raise ValueError(f"{checkpoint} holds a {hybrid.config.arch} model; --checkpoint must be the hybrid")
-    if not _same_tokenizer(tok, baseline_tok):
-        raise ValueError(
-            f"{checkpoint} and {baseline} use different tokenizers; train the baseline with --tokenizer "
-            "pointing at the hybrid's"
-        )
+    discrete = None
+    if baseline is not None:
+        discrete, baseline_tok, _ = load_checkpoint(baseline)
+        if not _same_tokenizer(tok, baseline_tok):
+            raise ValueError(
+                f"{checkpoint} and {baseline} use different tokenizers; train the baseline with --tokenizer "
+                "pointing at the hybrid's"
+            )
     steer_u = trained_steer_u(config) if steer_u is None else float(steer_u)
     if not 0 < steer_u <= 3:
         raise ValueError(f"steer_u must lie in (0, 3], got {steer_u}")
@@ -101,18 +118,28 @@ def evaluate_axes(checkpoint, baseline, quick: bool = False, steer_u: float | No
     judges = user_data.load_axis_judges(checkpoint)
     torch.manual_seed(SEED)
 
-    block = min(hybrid.config.block_size, discrete.config.block_size)
+    block = hybrid.config.block_size if discrete is None else min(hybrid.config.block_size, discrete.config.block_size)
     val_x, val_y, val_u = heldout_batch(tok, block, size.val_reviews, heldout)
     report = {
         "data": (config.get("meta", {}).get("train") or {}).get("data", ""),
         "val_loss_hybrid": evaluate_loss(hybrid, val_x, val_y),
-        "val_loss_discrete": evaluate_loss(discrete, val_x, val_y),
         "val_loss_own_control": evaluate_loss(hybrid, val_x, val_y, val_u),
         "steer_u": steer_u,
     }
     texts = openings(heldout, size.bpb_reviews)
     report["bits_per_byte_hybrid"] = bits_per_byte(hybrid, tok, texts)
-    report["bits_per_byte_discrete"] = bits_per_byte(discrete, tok, texts)
+    # what the block's depth is worth: one Euler step in place of the trained solver, and no block at all
+    one_step = bits_per_byte(hybrid, tok, texts, solver=SolverConfig("euler", steps=1))
+    report["depth_use_bpb"] = one_step - report["bits_per_byte_hybrid"]
+    report["block_skip_bpb"] = bits_per_byte(hybrid, tok, texts, skip_middle=True) - report["bits_per_byte_hybrid"]
+    report["path_curvature"] = heldout_path_curvature(hybrid, tok, texts[: size.curvature_texts])
+    if discrete is not None:
+        report["val_loss_discrete"] = evaluate_loss(discrete, val_x, val_y)
+        report["bits_per_byte_discrete"] = bits_per_byte(discrete, tok, texts)
+        report["baseline_middle_bpb"] = (
+            outer_only_bits_per_byte(discrete, tok, texts) - report["bits_per_byte_discrete"]
+        )
+        report["discrete_mid_relative_update"] = middle_relative_update(discrete, val_x, val_y)
     report.update(log_summary(checkpoint, baseline, config["model"], hybrid))
 
     prompts = heldout_prompts(tok, heldout, size.prompts)
@@ -139,7 +166,6 @@ def evaluate_axes(checkpoint, baseline, quick: bool = False, steer_u: float | No
         report["axes"][0]["probe"] = probe
     report["solver_divergence"] = solver_divergence(hybrid, prompts, (-steer_u, 0.0, steer_u))
     report["ode_relative_displacement"] = middle_relative_update(hybrid, val_x, val_y)
-    report["discrete_mid_relative_update"] = middle_relative_update(discrete, val_x, val_y)
     report["valid_word_rate"] = valid_word_rate(tok, gens, user_data.load_training_words(checkpoint))
     report["repeated_trigram_rate"] = repeated_trigram_rate(
         [t for k in gens.continuations for t in gens.continuations[k]]
@@ -154,6 +180,7 @@ def evaluate_axes(checkpoint, baseline, quick: bool = False, steer_u: float | No
         {},
     )
     report["ppl_ratio_steered"] = steered_perplexity_ratio(hybrid, prompts, first)
+    report["skipped"] = [] if discrete is not None else [f"{key}: {NO_BASELINE}" for key in COMPARISONS]
     return report
 
 
@@ -194,6 +221,8 @@ def format_axis_table(report: dict, seconds: float | None = None) -> str:
                         f"{probe['positive_share_at_plus']:.3f}, P({probe['negative_word'].strip()}) share at -u "
                         f"{probe['negative_share_at_minus']:.3f}"
                     )
+        elif key == "skipped":
+            lines += [f"skipped {line}" for line in value]
         elif isinstance(value, str):
             lines.append(f"{key:34s} {value}")
         else:

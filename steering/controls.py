@@ -53,7 +53,8 @@ def _value(name: str, raw, config) -> float:
         raise ControlError(f"{name}={raw} is not a finite number; this checkpoint's axes: {axes_help(config)}")
     if abs(value) > CONTROL_LIMIT:
         raise ControlError(
-            f"{name}={raw} is outside [{-CONTROL_LIMIT:g}, {CONTROL_LIMIT:g}]; this checkpoint's axes: {axes_help(config)}"
+            f"{name}={raw} is outside [{-CONTROL_LIMIT:g}, {CONTROL_LIMIT:g}]; "
+            f"this checkpoint's axes: {axes_help(config)}"
         )
     return value
 

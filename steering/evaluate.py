@@ -271,8 +271,10 @@ def heldout_path_curvature(model, tok, texts: list[str]) -> float:
 
 
 def log_summary(hybrid_dir, baseline_dir, model_config: dict, model) -> dict:
-    """α and the exploding/vanishing-gradient counts from both models' logs, both stages."""
-    hybrid_log, baseline_log = read_log(hybrid_dir), read_log(baseline_dir)
+    """α and the exploding/vanishing-gradient counts from both models' logs (the hybrid's alone without a
+    baseline), both stages."""
+    hybrid_log = read_log(hybrid_dir)
+    baseline_log = [] if baseline_dir is None else read_log(baseline_dir)
     alphas = [r["alpha"] for r in hybrid_log if r.get("alpha") is not None]
     alpha_initial = model_config.get("alpha_init", alphas[0] if alphas else None)
     alpha_final = alphas[-1] if alphas else float(model.field.alpha)

@@ -13,6 +13,7 @@ from test_app_pages import APP, TIMEOUT, chart, instant, no_exception
 from user_files import labelled_rows, write_csv
 
 from steering.__main__ import main
+from steering.checkpoint import ASSETS
 
 AXES = ["--axis", "formality=register:casual,formal", "--axis", "topic=topic"]
 SHORT = ["--preset", "tiny", "--steps", "30", "--stage2-steps", "10", "--eval-every", "10", "--no-progress"]
@@ -86,12 +87,30 @@ def test_evaluate_json_judges_each_axis(user_model, capsys):
     for axis in report["axes"]:
         assert axis["judge_heldout_acc"] >= 0.9  # the attributes are plain in the words: the judges learn them
         assert 0.0 <= axis["steer_positive_acc"] <= 1.0 and 0.0 <= axis["steer_negative_acc"] <= 1.0
+    assert report["skipped"] == [] and "baseline_middle_bpb" in report
     words = json.loads((hybrid / "config.json").read_text())["meta"]["axes"][0]["probe_words"]
     probe = report["axes"][0]["probe"]  # the first axis's probe words, steered at ±u
     assert (probe["positive_word"], probe["negative_word"]) == (" " + words["positive"][0], " " + words["negative"][0])
     assert 0.0 <= probe["positive_share_at_plus"] <= 1.0 and 0.0 <= probe["negative_share_at_minus"] <= 1.0
     assert report["val_loss_hybrid"] < 6.3  # below a uniform guess over the 512 tokens (ln 512 = 6.24 + slack)
     assert 0.0 < report["valid_word_rate"] <= 1.0
+
+
+def test_evaluate_without_a_baseline_judges_the_model_alone(user_model, capsys):
+    hybrid, discrete, _ = user_model
+    assert main(["evaluate", "--quick", "--json", "--checkpoint", str(hybrid)]) == 0  # the shipped one cannot match
+    alone = json.loads(capsys.readouterr().out)
+    assert [a["name"] for a in alone["axes"]] == ["formality", "topic"]
+    for key in ("depth_use_bpb", "block_skip_bpb", "path_curvature", "valid_word_rate", "ppl_ratio_steered"):
+        assert isinstance(alone[key], float), key
+    assert "val_loss_discrete" not in alone and "bits_per_byte_discrete" not in alone
+    assert alone["skipped"] and all("no baseline" in line for line in alone["skipped"])
+    assert {line.split(":")[0] for line in alone["skipped"]} >= {"val_loss_discrete", "bits_per_byte_discrete"}
+    assert main(["evaluate", "--quick", "--checkpoint", str(hybrid)]) == 0
+    assert "skipped val_loss_discrete: no baseline" in capsys.readouterr().out
+    # an explicit baseline on another tokenizer stays an error
+    assert main(["evaluate", "--quick", "--checkpoint", str(hybrid), "--baseline", str(ASSETS / "discrete")]) == 2
+    assert "different tokenizers" in capsys.readouterr().err
 
 
 def test_generate_and_analyze_take_the_checkpoints_own_axis_names(user_model, capsys):
