@@ -40,9 +40,10 @@ def _train(args):
 
     overrides = {k: getattr(args, k) for k in train_config_fields() if hasattr(args, k)}
     overrides["out"] = args.out or f"runs/{args.arch}"
-    if overrides.get("axes") is not None:
-        overrides["axes"] = tuple(overrides["axes"])
-    if args.data or args.axes or args.text_column:
+    for key in ("axes", "probe_words"):
+        if overrides.get(key) is not None:
+            overrides[key] = tuple(overrides[key])
+    if args.data or args.axes or args.text_column or args.probe_words:
         # the file is read and checked before anything is written (a bad one: one line, exit 2)
         from .train import _user_corpus
 
@@ -135,6 +136,14 @@ def _train_args(p):
         default=None,
         metavar="NAME=COL[:neg,pos]",
         help="with --data: a control axis (once or twice)",
+    )
+    data.add_argument(
+        "--probe-words",
+        dest="probe_words",
+        action="append",
+        default=None,
+        metavar="NAME=NEG,POS",
+        help="with --data: the words whose odds probe an axis (default: those its judge ties most to each end)",
     )
     option(data, "max_reviews", "N", "0: every training review", int)
     option(data, "tokens_per_batch", "N", "stage 1's batch", int)

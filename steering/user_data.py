@@ -168,6 +168,23 @@ def parse_axes(specs) -> list[tuple[str, str, tuple[str, str] | None]]:
     return parsed
 
 
+def parse_probe_words(specs, axis_names) -> dict[str, dict[str, list[str]]]:
+    """'NAME=negative_word,positive_word' for axes of `axis_names` -> {name: {"negative": [w], "positive": [w]}}."""
+    chosen: dict[str, dict[str, list[str]]] = {}
+    for spec in specs or []:
+        name, eq, rest = spec.partition("=")
+        name = name.strip()
+        words = [w.strip() for w in rest.split(",")]
+        if not eq or len(words) != 2 or not all(WORD.fullmatch(w) for w in words) or words[0] == words[1]:
+            raise UserDataError(f"--probe-words {spec!r}: expected NAME=negative_word,positive_word (two words)")
+        if name not in axis_names:
+            raise UserDataError(f"--probe-words {spec!r}: no axis {name!r}; the axes are {', '.join(axis_names)}")
+        if name in chosen:
+            raise UserDataError(f"--probe-words: axis {name!r} given twice")
+        chosen[name] = {"negative": [words[0]], "positive": [words[1]]}
+    return chosen
+
+
 # ---------------------------------------------------------------- reading the file
 
 
@@ -460,16 +477,19 @@ def suggested_prompts(corpus: UserCorpus, n: int = SUGGESTED_PROMPTS, words: int
     return out
 
 
-def write_axis_judges(corpus: UserCorpus, out: Path) -> tuple[Axis, ...]:
+def write_axis_judges(corpus: UserCorpus, out: Path, probe_words=None) -> tuple[Axis, ...]:
     """Train and save the judges into out/judges/ (plain files), with the training split's words
-    for the valid-word rate; the axes come back with their probe words filled in."""
+    for the valid-word rate; the axes come back with their probe words filled in: those of
+    `probe_words` ({name: {"negative": [...], "positive": [...]}}) where given, else the words
+    the judge ties most to each end."""
     from .judge import MIN_WORD_COUNT, WORDS_FILE
 
     folder = Path(out) / JUDGES_DIR
     axes = []
     for judge, axis in zip(train_axis_judges(corpus), corpus.axes, strict=True):
         judge.save(folder, {"axis": axis.name, "train_texts": len(corpus.train), "heldout_texts": len(corpus.heldout)})
-        axes.append(Axis(**{**asdict(axis), "probe_words": probe_words_from_judge(judge)}))
+        words = (probe_words or {}).get(axis.name) or probe_words_from_judge(judge)
+        axes.append(Axis(**{**asdict(axis), "probe_words": words}))
     counts: Counter = Counter()
     for r in corpus.train:
         counts.update(w.lower() for w in WORD.findall(r.text))

@@ -30,7 +30,8 @@ def user_model(tmp_path_factory):
     models = root / "models"
     hybrid, discrete = models / "hybrid", models / "discrete"
     common = ["--data", str(data), "--text-column", "text", *AXES, *SHORT, *SMALL]
-    assert main(["train", *common, "--out", str(hybrid)]) == 0
+    # the topic axis's probe words by hand; formality's come from its judge
+    assert main(["train", *common, "--probe-words", "topic=soup,goal", "--out", str(hybrid)]) == 0
     assert (
         main(
             [
@@ -88,12 +89,28 @@ def test_evaluate_json_judges_each_axis(user_model, capsys):
         assert axis["judge_heldout_acc"] >= 0.9  # the attributes are plain in the words: the judges learn them
         assert 0.0 <= axis["steer_positive_acc"] <= 1.0 and 0.0 <= axis["steer_negative_acc"] <= 1.0
     assert report["skipped"] == [] and "baseline_middle_bpb" in report
+    topic = report["axes"][1]["probe"]  # each axis has its own probe, on its own words, steered on its own entry
+    assert (topic["positive_word"], topic["negative_word"]) == (" goal", " soup")
+    assert 0.0 <= topic["positive_share_at_plus"] <= 1.0
     words = json.loads((hybrid / "config.json").read_text())["meta"]["axes"][0]["probe_words"]
     probe = report["axes"][0]["probe"]  # the first axis's probe words, steered at ±u
     assert (probe["positive_word"], probe["negative_word"]) == (" " + words["positive"][0], " " + words["negative"][0])
     assert 0.0 <= probe["positive_share_at_plus"] <= 1.0 and 0.0 <= probe["negative_share_at_minus"] <= 1.0
     assert report["val_loss_hybrid"] < 6.3  # below a uniform guess over the 512 tokens (ln 512 = 6.24 + slack)
     assert 0.0 < report["valid_word_rate"] <= 1.0
+
+
+def test_probe_words_by_hand_are_checked_before_training(user_model, tmp_path, capsys):
+    hybrid, _, _ = user_model
+    axes = json.loads((hybrid / "config.json").read_text())["meta"]["axes"]
+    assert axes[1]["probe_words"] == {"negative": ["soup"], "positive": ["goal"]}
+    assert axes[0]["probe_words"]["positive"] and axes[0]["probe_words"]["negative"]  # the judge's words
+    data = write_csv(tmp_path / "rows.csv", labelled_rows(240))
+    common = ["train", "--data", str(data), "--text-column", "text", *AXES, *SHORT, *SMALL]
+    for bad, why in ((["--probe-words", "nope=a,b"], "no axis 'nope'"), (["--probe-words", "topic=soup"], "two words")):
+        assert main([*common, *bad, "--out", str(tmp_path / "never")]) == 2
+        assert why in capsys.readouterr().err
+        assert not (tmp_path / "never").exists()
 
 
 def test_evaluate_without_a_baseline_judges_the_model_alone(user_model, capsys):
