@@ -198,3 +198,30 @@ def test_two_torchrun_nodes_on_loopback_train_together_by_the_readme_recipe(late
     assert json.loads((written[0] / "config.json").read_text())["meta"]["world_size"] == 2
     assert _steps(written[0]) == EVERY_STEP
     load_checkpoint(written[0])
+
+
+def test_two_processes_train_on_ones_own_labelled_file(tmp_path):
+    """torchrun with --data: both ranks train on the file's axes; rank 0 writes the axes, judges and world size."""
+    from user_files import labelled_rows, write_csv
+
+    data = write_csv(tmp_path / "rows.csv", labelled_rows(320))
+    out = tmp_path / "run"
+    axes = ["--axis", "formality=register:casual,formal", "--axis", "topic=topic"]
+    run_args = [w for w in RUN if w not in ("--max-reviews", "1000")]
+    cmd = _two_processes(
+        _free_port(), "-m", "steering", "train", "--data", str(data), "--text-column", "text", *axes, *run_args,
+        "--out", str(out),
+    )  # fmt: skip
+    with Launched(cmd, tmp_path / "output.txt", cwd=ROOT, env=_env()) as run:
+        assert run.wait(LIMIT_S) == 0, run.output()[-4000:]
+        assert run.left_behind() == []
+    config = json.loads((out / "config.json").read_text())
+    assert config["meta"]["world_size"] == 2
+    assert [a["name"] for a in config["meta"]["axes"]] == ["formality", "topic"]
+    assert [(a["negative"], a["positive"]) for a in config["meta"]["axes"]] == [
+        ("casual", "formal"),
+        ("cooking", "sports"),
+    ]
+    assert (out / "judges" / "axis1.safetensors").is_file() and (out / "heldout.jsonl").is_file()
+    assert _steps(out) == EVERY_STEP
+    load_checkpoint(out)
