@@ -552,12 +552,21 @@ def _figures(args):
         else (lambda name, s: print(f"built {name} in {s:.1f} s", file=sys.stderr, flush=True))
     )
     start = _time.perf_counter()
+    from .checkpoint import read_config
+    from .controls import named_control
+    from .figure_export import DEFAULT_U
+
+    shortcuts = {"sentiment": args.sentiment, "style": args.style}
+    if args.u or any(v is not None for v in shortcuts.values()):
+        control = named_control(read_config(args.checkpoint), args.u, shortcuts).values
+    else:
+        control = (DEFAULT_U, 0.0)
     inputs = Inputs(
         checkpoint=Path(args.checkpoint),
         baseline=Path(args.baseline),
         results=Path(args.results),
         prompt=args.prompt,
-        u=args.u,
+        control=control,
     )
     figures = build_figures(names, inputs, on_built=say)
     built = _time.perf_counter()
@@ -589,7 +598,11 @@ def _figures_args(p):
     p.add_argument("--results", default=str(DEFAULT_OUT), help="folder of results.json (activation steering)")
     p.add_argument("--only", default=None, help=f"comma-separated subset of: {', '.join(FIGURES)} (default all)")
     p.add_argument("--prompt", default=DEFAULT_PROMPT, help="the prompt the model figures use")
-    p.add_argument("--u", type=float, default=DEFAULT_U, help="the sentiment control of the single-u figures")
+    add_control_args(p)
+    p.description += (
+        f"\n\nThe single-u figures' control: --u NAME=VALUE on the checkpoint's axes (default: the first "
+        f"at {DEFAULT_U:g})."
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 

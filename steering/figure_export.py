@@ -61,7 +61,7 @@ class Inputs:
     baseline: Path
     results: Path
     prompt: str = DEFAULT_PROMPT
-    u: float = DEFAULT_U
+    control: tuple[float, float] = (DEFAULT_U, 0.0)  # the single-u figures' control (the first axis at DEFAULT_U)
     font_size: int = field(default_factory=lambda: lab.figure_font_size(presenter=True))
 
 
@@ -101,40 +101,39 @@ def _styled(fig, inputs: Inputs):
 
 def _steer(m: _Model, inputs: Inputs):
     from .figures.steer import steer_figure
-    from .ode import SolverConfig
 
     model, tok = m.loaded
     pca = m.pca
     first = pca.reference[0].name
     reference = [p for p in pca.reference if p.name == first]
-    view = lab.compute_steer_view(model, tok, pca, inputs.prompt, (inputs.u, 0.0), SolverConfig("euler", steps=4))
+    view = lab.compute_steer_view(model, tok, pca, inputs.prompt, inputs.control, model.training_solver)
     return steer_figure(
         view.next_tokens,
         view.next_probs,
         [p.points for p in reference],
         [p.u for p in reference],
         view.path,
-        inputs.u,
+        inputs.control[0],
         explained=pca.explained_variance_ratio,
         font_size=inputs.font_size,
-        bars_title=f"Next token at u = {lab.format_u(inputs.u)}",
+        bars_title=f"Next token at u = {lab.format_u(inputs.control[0])}",
         map_title="H(τ) in the PCA map (mean over tokens)",
     )
 
 
 def _trajectories(dims: int):
     def build(m: _Model, inputs: Inputs):
+        from .analysis.inputs import PATH_SOLVER
         from .analysis.pca import ProjectedPath
         from .analysis.trajectories import compute_trajectory, pooled
         from .figures.flow import pca_paths_figure
-        from .ode import SolverConfig
 
         model, tok = m.loaded
-        pca, solver = m.pca, SolverConfig("euler", steps=4)
+        pca, solver = m.pca, PATH_SOLVER  # fine fixed steps: the path between its points is drawn straight
         family = np.round(np.linspace(-2.0, 2.0, 9), 4)
         paths = []
         for u in family:
-            traj = compute_trajectory(model, tok, inputs.prompt, (float(u), 0.0), solver, n_tau=33)
+            traj = compute_trajectory(model, tok, inputs.prompt, (float(u), inputs.control[1]), solver, n_tau=33)
             paths.append(ProjectedPath(name="", u=float(u), tau=traj.tau, points=pca.project(pooled(traj))))
         return _styled(
             pca_paths_figure(
@@ -164,7 +163,7 @@ def _tolerance(m: _Model, inputs: Inputs):
     from .figures.regimes import tolerance_figure
 
     model, tok = m.loaded
-    return _styled(tolerance_figure(tolerance_scaling(model, tok, inputs.prompt, (inputs.u, 0.0))), inputs)
+    return _styled(tolerance_figure(tolerance_scaling(model, tok, inputs.prompt, inputs.control)), inputs)
 
 
 def _solvers(m: _Model, inputs: Inputs):
@@ -177,8 +176,8 @@ def _solvers(m: _Model, inputs: Inputs):
         model,
         tok,
         inputs.prompt,
-        (inputs.u, 0.0),
-        SolverConfig("euler", steps=4),
+        inputs.control,
+        model.training_solver,
         SolverConfig("dopri5", rtol=1e-7, atol=1e-9),
         n_tau=33,
     )
@@ -192,9 +191,7 @@ def _lens(m: _Model, inputs: Inputs):
     from .figures.lens import depth_lens_heatmap
 
     model, tok = m.loaded
-    return _styled(
-        depth_lens_heatmap(depth_lens(model, tok, inputs.prompt, (inputs.u, 0.0), n_tau=11, top_k=5)), inputs
-    )
+    return _styled(depth_lens_heatmap(depth_lens(model, tok, inputs.prompt, inputs.control, n_tau=11, top_k=5)), inputs)
 
 
 def _contraction(m: _Model, inputs: Inputs):
@@ -213,7 +210,7 @@ def _convergence(m: _Model, inputs: Inputs):
     from .figures.dynamics import convergence_figure
 
     model, tok = m.loaded
-    return _styled(convergence_figure(convergence(model, tok, inputs.prompt, (inputs.u, 0.0), max_steps=64)), inputs)
+    return _styled(convergence_figure(convergence(model, tok, inputs.prompt, inputs.control, max_steps=64)), inputs)
 
 
 def _training(m: _Model, inputs: Inputs):

@@ -38,6 +38,8 @@ def test_figures_are_written_as_1920x1080_png_and_svg(tmp_path, tiny_trained_pai
         str(discrete),
         "--only",
         "steer,regimes,training",
+        "--u",
+        "sentiment=-1",
         env_extra={"STEERING_CACHE": str(tmp_path / "cache")},
     )
     assert proc.returncode == 0, proc.stderr
@@ -51,6 +53,13 @@ def test_figures_are_written_as_1920x1080_png_and_svg(tmp_path, tiny_trained_pai
     assert sorted(p.name for p in out.iterdir()) == sorted(
         f"{n}.{f}" for n in ("steer", "regimes", "training") for f in ("png", "svg")
     )
+
+
+def test_an_axis_the_checkpoint_lacks_is_refused_before_anything_is_built(tmp_path, tiny_trained_pair):
+    hybrid, _ = tiny_trained_pair
+    proc = run_figures("--out", str(tmp_path / "slides"), "--checkpoint", str(hybrid), "--u", "nope=1")
+    assert proc.returncode == 2 and "sentiment in [-3, 3], style in [-3, 3]" in proc.stderr
+    assert not (tmp_path / "slides").exists()
 
 
 def test_without_a_browser_the_command_says_how_to_get_one(tmp_path):
