@@ -5,6 +5,7 @@ page of the lab on that checkpoint, with the file's axis names and end labels on
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -159,6 +160,12 @@ def test_export_talk_names_the_axes(user_model, tmp_path, capsys, monkeypatch):
     assert "Formality u₁" in page and "Topic u₂" in page
     assert "casual" in page and "cooking" in page and "sports" in page
     assert "Sentiment u₁" not in page and "critic blurb" not in page
+    # what a reader sees (outside scripts, styles and tags, and the figures' titles in the payload) has no movie word
+    visible = re.sub(r"<script.*?</script>|<style.*?</style>|<[^>]+>", " ", page, flags=re.S).lower()
+    titles = " ".join(re.findall(r'"title":\s*\{"text":\s*"([^"]*)"', page)).lower()
+    assert "formality" in visible and "topic" in titles
+    for word in ("sentiment", "movie", "film", "review"):
+        assert word not in visible and word not in titles, word
     prompts = json.loads((hybrid / "config.json").read_text())["meta"]["prompts"]
     assert json.dumps(prompts[0])[1:-1] in page  # the default prompt: the model's first held-out opening
 

@@ -109,6 +109,22 @@ def _style_name(x: float) -> str:
 
 
 # ---------------------------------------------------------------- the pieces of the page
+SHIPPED_AXES = (
+    {"name": "sentiment", "negative": "negative", "positive": "positive"},
+    {"name": "style", "negative": "critic blurb", "positive": "user review"},
+)
+
+
+def axis_words(data) -> tuple[dict, dict]:
+    """The control's two axes (name and end labels): the shipped model's, or a model's own (data.axes,
+    trained with --data; a one-axis model's second is "unused")."""
+    axes = list(getattr(data, "axes", None) or [])
+    if not axes:
+        return SHIPPED_AXES
+    second = axes[1] if len(axes) > 1 else {"name": "unused", "negative": "", "positive": ""}
+    return axes[0], second
+
+
 def _path(name: str, u: float, tau, points):
     from types import SimpleNamespace
 
@@ -159,9 +175,9 @@ def _extent(paths: Sequence[np.ndarray], pad: float = 0.06) -> tuple[list[float]
     ]
 
 
-def trajectories_figure(talk, style_index: int, sentiments, explained, x_range, y_range) -> dict:
-    """Every sentiment's path at one style (thin, red → blue), the current one thick; axes fixed so the
-    τ animation does not rescale them."""
+def trajectories_figure(talk, style_index: int, sentiments, explained, x_range, y_range, names=("u₁", "u₂")) -> dict:
+    """Every u₁ path at one u₂ (thin, red → blue), the current one thick; axes fixed so the τ animation
+    does not rescale them. names: the two axes' names, for the title."""
     row = talk.points[style_index]
     middle = int(np.argmin([abs(s) for s in sentiments]))
     paths = [_path("", p.sentiment, talk.tau, p.path) for p in row]
@@ -171,7 +187,7 @@ def trajectories_figure(talk, style_index: int, sentiments, explained, x_range, 
         dims=2,
         explained_variance=explained,
         highlight=[now],
-        title=f"Every sentiment's path at style {_style_name(row[0].style)}, animated over τ",
+        title=f"Every {names[0]} path at {names[1]} {_style_name(row[0].style)}, animated over τ",
     )
     out = figure_json(fig, 480)
     for trace in out["data"][: len(paths)]:  # thin lines without markers: 41 × 33 markers cost a redraw dearly
@@ -184,10 +200,10 @@ def trajectories_figure(talk, style_index: int, sentiments, explained, x_range, 
     return {**out, "highlight": len(paths)}
 
 
-def regimes_figure(regimes) -> dict:
+def regimes_figure(regimes, second: str = "u₂") -> dict:
     # the slider's u is a line the page lays over the chart (#talk-regimes-now): moving a plotly
     # shape would redraw the chart on every slider step
-    return figure_json(nfe_regimes_figure(regimes, title="NFE of the adaptive solvers against u₁ (style 0)"), 440)
+    return figure_json(nfe_regimes_figure(regimes, title=f"NFE of the adaptive solvers against u₁ ({second} 0)"), 440)
 
 
 def comparison_figures(comparison, paths, explained) -> dict:
@@ -218,6 +234,7 @@ def regimes_reading(regimes) -> str:
 
 
 def prompt_payload(talk, data, x_range, y_range) -> dict:
+    names = tuple(a["name"] for a in axis_words(data))
     explained = data.explained_variance
     ref_points = [p.points for p in data.reference_paths]
     ref_u = [p.u for p in data.reference_paths]
@@ -247,9 +264,10 @@ def prompt_payload(talk, data, x_range, y_range) -> dict:
         "solver": talk.solver_label,
         "points": points,
         "traj": [
-            trajectories_figure(talk, k, data.sentiments, explained, x_range, y_range) for k in range(len(data.styles))
+            trajectories_figure(talk, k, data.sentiments, explained, x_range, y_range, names)
+            for k in range(len(data.styles))
         ],
-        "regimes": regimes_figure(talk.regimes),
+        "regimes": regimes_figure(talk.regimes, names[1]),
         "regimesReading": regimes_reading(talk.regimes),
         "compare": [
             [comparison_figures(c, paths, explained) for c, paths in zip(row, path_row)]
@@ -325,6 +343,15 @@ def footer_html(data) -> str:
         else " the lab's “Build offline demo” button (steering.talk.talk_html_bytes); the same file from a shell"
     )
     trained = ("; trained " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in training.items())) if training else ""
+    first, second = axis_words(data)
+    u2_name = html.escape(second["name"])
+    judged = (
+        f"Judged by the judge trained on the model's file for {html.escape(first['name'])}: its P("
+        f"{html.escape(first['positive'])})."
+        if getattr(data, "axes", None)
+        else "Judged by the lab's judge (the trained TF-IDF classifier's P(positive) where its files exist, else "
+        "VADER mapped to 0…1)."
+    )
     return f"""
 <h2>About this file</h2>
 <p id=talk-model><b>Model</b>: <code>{html.escape(str(m["checkpoint"]))}</code>:
@@ -332,10 +359,9 @@ def footer_html(data) -> str:
 <p><b>How the views were made</b>: seed {s["seed"]} at every control (so only u changes the text), {s["new_tokens"]} new
 tokens, temperature {s["temperature"]:g}, top-k {s["top_k"]} next-token bars; {html.escape(s["grid_solver"])}
 (the lab's default) for the text, bars and paths, on a grid of u₁ from −2 to +2 in steps of 0.1 and u₂ ∈ {{−1, 0, +1}}.
-Judged by the lab's judge (the trained TF-IDF classifier's P(positive) where its files exist, else VADER mapped to
-0…1). The PCA map is the lab's: fitted on the reference prompts ({html.escape(s["map_solver"])}); thin lines in the
+{judged} The PCA map is the lab's: fitted on the reference prompts ({html.escape(s["map_solver"])}); thin lines in the
 first chart: {html.escape(repr(s["map_reference"]))} at fixed u. NFE sweep: dopri5 and adaptive_heun at rtol
-{s["regime_rtol"]:g}, atol {s["regime_atol"]:g}, {s["regime_points"]} values of u₁ at style 0, targets {targets}.
+{s["regime_rtol"]:g}, atol {s["regime_atol"]:g}, {s["regime_points"]} values of u₁ at {u2_name} 0, targets {targets}.
 Fixed against adaptive: {html.escape(s["grid_solver"])} against {html.escape(s["adaptive_solver"])} at u₁ ∈
 {{{", ".join(_signed(u, 0) for u in data.compare_sentiments)}}} (the chart shows the nearest).</p>
 <h3>Evaluation</h3>
@@ -622,11 +648,7 @@ def talk_html(data) -> str:
     step = round((hi - lo) / max(len(data.sentiments) - 1, 1), 6)
     title = "Steering a transformer whose middle layers are an ODE"
     # the control's words: the shipped model's, or a model's own axes (data.axes, trained with --data)
-    axes = list(getattr(data, "axes", None) or [])
-    first = axes[0] if axes else {"name": "sentiment", "negative": "negative", "positive": "positive"}
-    second = axes[1] if len(axes) > 1 else {"name": "style", "negative": "critic blurb", "positive": "user review"}
-    if len(axes) == 1:
-        second = {"name": "unused", "negative": "", "positive": ""}
+    first, second = axis_words(data)
     u1_name, u2_name = html.escape(first["name"]), html.escape(second["name"])
     u1_label = f"{u1_name.capitalize()} u₁ = <output id=talk-sentiment-value for=talk-sentiment>+0.0</output>"
     u1_ends = (
