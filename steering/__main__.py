@@ -23,15 +23,20 @@ def command(name: str, help: str):
 
 
 def add_solver_args(p: argparse.ArgumentParser):
-    p.add_argument("--solver", default="euler", choices=SOLVERS, help="ODE solver for the continuous block")
-    p.add_argument("--steps", type=int, default=4, help="steps of a fixed-step solver")
+    p.add_argument(
+        "--solver", default=None, choices=SOLVERS, help="ODE solver for the continuous block (default: as trained)"
+    )
+    p.add_argument("--steps", type=int, default=None, help="steps of a fixed-step solver (default: as trained, else 4)")
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of an adaptive solver")
     p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance of an adaptive solver")
     p.add_argument("--max-steps", type=int, default=2000, help="cap on adaptive steps (error beyond it)")
 
 
-def solver_from_args(args) -> SolverConfig:
-    return SolverConfig(args.solver, steps=args.steps, rtol=args.rtol, atol=args.atol, max_steps=args.max_steps)
+def solver_from_args(args, trained: SolverConfig) -> SolverConfig:
+    """The solver the flags name; what they leave out is the checkpoint's training solver (`trained`)."""
+    method = args.solver or trained.method
+    steps = args.steps if args.steps is not None else (trained.steps if method == trained.method else 4)
+    return SolverConfig(method, steps=steps, rtol=args.rtol, atol=args.atol, max_steps=args.max_steps)
 
 
 @command("train", "train the hybrid or the discrete baseline (works under torchrun)")
@@ -225,7 +230,7 @@ def _generate(args):
         n=args.n,
         max_new_tokens=args.max_new_tokens,
         seed=args.seed,
-        solver=solver_from_args(args),
+        solver=solver_from_args(args, model.training_solver),
         **{
             k: getattr(args, k)
             for k in ("temperature", "top_k", "top_p", "repetition_penalty", "no_repeat_ngram")
@@ -464,7 +469,7 @@ ARGUMENTS["sampling"] = _sampling_args
 def _analyze(args):
     from .analysis.cli import run_analyze
 
-    run_analyze(args, solver_from_args(args))
+    run_analyze(args, lambda trained: solver_from_args(args, trained))
 
 
 def _analyze_args(p):

@@ -474,7 +474,6 @@ def activation_comparison(hybrid, discrete, tok, size: Size) -> dict:
         steering_vector,
         symmetric_grid,
     )
-    from .ode import TRAINING_SOLVER
     from .sampling import DEFAULT_SAMPLING
 
     vec = steering_vector(discrete, tok, data.train_reviews(), max_reviews=size.vector_reviews)
@@ -488,7 +487,7 @@ def activation_comparison(hybrid, discrete, tok, size: Size) -> dict:
         new_tokens=evaluate.NEW_TOKENS,
         sampling=DEFAULT_SAMPLING,
         seed=evaluate.SEED,
-        solver=TRAINING_SOLVER,
+        solver=hybrid.training_solver,
     )
     u_controls = torch.tensor([[u, 0.0] for u in u_grid], dtype=torch.float32)
     hybrid_curve = steering_curve(

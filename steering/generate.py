@@ -77,14 +77,17 @@ def sample_tokens(
     n: int = 1,
     sampling: Sampling = DEFAULT_SAMPLING,
     seed: int = 0,
-    solver: SolverConfig = TRAINING_SOLVER,
+    solver: SolverConfig | None = None,
     use_cache: bool = True,
     fast: bool = True,
 ) -> tuple[torch.Tensor, int]:
     """n continuations of one prompt: (new token ids [n, max_new_tokens], total NFE).
 
     fast: decode on steering/decode.py's fast path where it applies (with the cache, a fixed-step
-    solver or the discrete model); the tokens are the same either way."""
+    solver or the discrete model); the tokens are the same either way. solver: default the model's own
+    training solver (a discrete model has none and needs none)."""
+    if solver is None:
+        solver = getattr(model, "training_solver", TRAINING_SOLVER)
     if fast and use_cache:
         if can_decode_fast(model, solver):
             return fast_sample_tokens(model, ids, u, max_new_tokens, n=n, sampling=sampling, seed=seed, solver=solver)
@@ -125,7 +128,7 @@ def generate(
     max_new_tokens: int = 40,
     sampling: Sampling = DEFAULT_SAMPLING,
     seed: int = 0,
-    solver: SolverConfig = TRAINING_SOLVER,
+    solver: SolverConfig | None = None,
     use_cache: bool = True,
     fast: bool = True,
     **sampling_overrides,

@@ -101,3 +101,30 @@ def test_tokenizer_command_refuses_a_vocabulary_smaller_than_the_bytes(tmp_path)
     assert proc.returncode == 2
     assert "at least 257" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "tok.json").exists()
+
+
+def test_a_command_without_solver_flags_solves_as_the_checkpoint_trained(small_depth_hybrid, small_tokenizer, tmp_path):
+    """The depth-varying field trains with RK4: generate and analyze use it unless told otherwise."""
+    import argparse
+
+    import torch
+
+    from steering.__main__ import solver_from_args
+    from steering.checkpoint import save_checkpoint
+    from steering.generate import generate
+    from steering.ode import SolverConfig
+
+    rk4 = small_depth_hybrid.training_solver
+    assert rk4 == SolverConfig("rk4", steps=1)
+    flags = dict(solver=None, steps=None, rtol=1e-3, atol=1e-4, max_steps=2000)
+    assert solver_from_args(argparse.Namespace(**flags), rk4) == rk4
+    assert solver_from_args(argparse.Namespace(**{**flags, "steps": 3}), rk4) == SolverConfig("rk4", steps=3)
+    assert solver_from_args(argparse.Namespace(**{**flags, "solver": "euler"}), rk4) == SolverConfig("euler", steps=4)
+    ckpt = save_checkpoint(small_depth_hybrid, tmp_path / "depth", small_tokenizer, dtype=torch.float32)
+    proc = run_cli("generate", "--checkpoint", str(ckpt), "--prompt", "The movie", "--max-new-tokens", "6", "--json")
+    assert proc.returncode == 0, proc.stderr
+    model = small_depth_hybrid
+    as_trained = generate(model, small_tokenizer, "The movie", max_new_tokens=6, solver=rk4)[0]
+    by_euler = generate(model, small_tokenizer, "The movie", max_new_tokens=6, solver=SolverConfig("euler", steps=4))[0]
+    assert as_trained.tokens != by_euler.tokens  # the two solvers land apart on this field
+    assert json.loads(proc.stdout)[0]["continuation"] == as_trained.continuation

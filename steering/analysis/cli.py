@@ -120,7 +120,8 @@ def _grid(args) -> np.ndarray:
     return np.round(np.linspace(args.u_min, args.u_max, args.n_u), 6) if args.n_u > 1 else np.array([args.u_min])
 
 
-def run_analyze(args, solver: SolverConfig) -> None:
+def run_analyze(args, solver_for) -> None:
+    """solver_for(the checkpoint's training solver) -> the solver the flags ask for."""
     from ..checkpoint import load_checkpoint
 
     if args.prompt_set is not None and args.kind != "regimes":
@@ -134,6 +135,7 @@ def run_analyze(args, solver: SolverConfig) -> None:
     args.axis = internal_axis(config, swept)
     args.sentiment, args.style = control.values
     u = list(control.values)
+    solver = solver_for(model.training_solver) if hasattr(model, "training_solver") else None
     result, text = ANALYSES[args.kind](args, model, tok, u, solver, args.n_tau)
     if isinstance(result, dict):
         result = {**result, "control": control.as_dict(), "swept_axis": swept}
@@ -469,7 +471,9 @@ def _middle(args, model, tok, u, solver, n_tau):
     if hasattr(model, "field"):
         # the other side of the trade: a block that moves H far along a curved path costs 4 Euler steps accuracy
         report["solver_divergence"] = solver_divergence(model, heldout_prompts(tok, FULL.prompts))
-        text += f"\nEuler (4 steps) vs dopri5 (1e-6), as the evaluation: {report['solver_divergence']:.2e}"
+        text += (
+            f"\n{model.training_solver.label()} vs dopri5 (1e-6), as the evaluation: {report['solver_divergence']:.2e}"
+        )
     return report, text
 
 

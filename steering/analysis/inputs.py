@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from ..ode import CONTROL_AXES, CONTROL_LIMIT, SolverConfig, validate_control, validate_tau_grid
+from ..ode import CONTROL_AXES, CONTROL_LIMIT, TRAINING_SOLVER, SolverConfig, validate_control, validate_tau_grid
 from ..tokenizer import bos_id, decode, encode
 
 # A smooth path solver for pictures: 8 RK4 steps follow the continuous flow closely at a fixed cost.
@@ -28,6 +28,14 @@ def solver_config(solver) -> SolverConfig:
     if isinstance(solver, str):
         return SolverConfig(solver)
     raise ValueError(f"solver must be a SolverConfig or a method name, got {solver!r}")
+
+
+def model_solver(model, solver=None) -> SolverConfig:
+    """`solver` as a SolverConfig, or the model's own training solver where it is None (the discrete model,
+    which has no continuous block, gets the default fixed-step one)."""
+    if solver is None:
+        return getattr(model, "training_solver", TRAINING_SOLVER)
+    return solver_config(solver)
 
 
 def prompt_tensor(model, tok, prompt: str) -> tuple[torch.Tensor, list[str]]:

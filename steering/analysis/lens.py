@@ -11,9 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..ode import TRAINING_SOLVER
 from ..tokenizer import decode
-from .inputs import control_vector, prompt_tensor, solver_config, tau_grid
+from .inputs import control_vector, model_solver, prompt_tensor, tau_grid
 
 
 @dataclass
@@ -53,7 +52,7 @@ def depth_lens(
     tok,
     prompt: str,
     u,
-    solver=TRAINING_SOLVER,
+    solver=None,
     n_tau: int = 11,
     top_k: int = 5,
     all_positions: bool = False,
@@ -61,7 +60,7 @@ def depth_lens(
 ) -> DepthLens:
     if not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
-    solver = solver_config(solver)
+    solver = model_solver(model, solver)
     idx, strings = prompt_tensor(model, tok, prompt)
     control = control_vector(u, axis).to(idx.device)
     grid = tau_grid(n_tau)

@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass
 import torch
 
 from ..model import language_model_loss
-from ..ode import TRAINING_SOLVER
 
 
 def relative_update(h_in: torch.Tensor, h_out: torch.Tensor) -> torch.Tensor:
@@ -62,13 +61,13 @@ def middle_work(
         real = y >= 0
         n = int(real.sum())
         h0 = model.encode(x)
-        h1 = model.middle(h0, None, TRAINING_SOLVER).final
+        h1 = model.middle(h0, None, model.training_solver).final
         sums["loss"] += float(language_model_loss(model.decode(h1), y)) * n
         sums["skip"] += float(language_model_loss(model.decode(h0), y)) * n
         updates.append((h1 - h0)[real])
         norms.append(h0.norm(dim=-1)[real].clamp_min(1e-12))
         if hybrid and controls is not None:
-            own = model.middle(h0, controls[i : i + batch], TRAINING_SOLVER).final
+            own = model.middle(h0, controls[i : i + batch], model.training_solver).final
             sums["update_own"] += float(relative_update(h0, own)[real].sum())
         tokens += n
     model.train(was_training)

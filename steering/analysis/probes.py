@@ -12,9 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..ode import TRAINING_SOLVER
 from ..tokenizer import bos_id, encode
-from .inputs import control_vector, solver_config, tau_values
+from .inputs import control_vector, model_solver, tau_values
 
 DEFAULT_TAUS = (0.0, 0.25, 0.5, 0.67, 0.75, 1.0)
 
@@ -79,7 +78,7 @@ def linear_probes(
     reviews,
     taus=DEFAULT_TAUS,
     u=(0.0, 0.0),
-    solver=TRAINING_SOLVER,
+    solver=None,
     max_reviews: int = 400,
     max_tokens: int = 64,
     test_fraction: float = 0.3,
@@ -108,7 +107,7 @@ def linear_probes(
         r for label in (0, 1) for r in (by_label[label][i] for i in rng.permutation(len(by_label[label]))[:per_class])
     ]
     labels = np.array([r.label for r in chosen])
-    features = pooled_states(model, tok, [r.text for r in chosen], grid, u, solver_config(solver), max_tokens)
+    features = pooled_states(model, tok, [r.text for r in chosen], grid, u, model_solver(model, solver), max_tokens)
     train_idx, test_idx = train_test_split(
         np.arange(len(chosen)), test_size=test_fraction, stratify=labels, random_state=seed
     )

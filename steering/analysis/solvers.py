@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ode import SolverConfig
-from .inputs import REFERENCE_SOLVER, solver_config
+from .inputs import REFERENCE_SOLVER, model_solver, solver_config
 from .trajectories import Trajectory, compute_trajectory
 
 
@@ -44,13 +43,14 @@ def compare_solvers(
     tok,
     prompt: str,
     u,
-    solver_a=SolverConfig("euler", steps=4),
+    solver_a=None,
     solver_b=REFERENCE_SOLVER,
     n_tau: int = 33,
     axis: str = "sentiment",
 ) -> SolverComparison:
-    """Both solves on the same τ grid; b is the reference the divergence is measured against."""
-    a = compute_trajectory(model, tok, prompt, u, solver_config(solver_a), n_tau=n_tau, axis=axis)
+    """Both solves on the same τ grid; b is the reference the divergence is measured against. solver_a:
+    default the model's own training solver."""
+    a = compute_trajectory(model, tok, prompt, u, model_solver(model, solver_a), n_tau=n_tau, axis=axis)
     b = compute_trajectory(model, tok, prompt, u, solver_config(solver_b), n_tau=n_tau, axis=axis)
     divergence = relative_divergence(a.states, b.states)
     return SolverComparison(tau=a.tau, divergence=divergence, final_divergence=float(divergence[-1]), a=a, b=b)

@@ -7,14 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..ode import TRAINING_SOLVER
 from ..tokenizer import decode
 from .inputs import (
     axis_control,
     control_vector,
     decode_last,
+    model_solver,
     prompt_tensor,
-    solver_config,
     target_token_ids,
     u_grid_array,
 )
@@ -24,14 +23,14 @@ SWEEP_U_GRID = np.linspace(-2, 2, 41)  # steering_sweep's default grid of u
 
 @torch.no_grad()
 def next_token_distribution(
-    model, tok, prompt: str, u, solver=TRAINING_SOLVER, top_k: int = 10, axis: str = "sentiment"
+    model, tok, prompt: str, u, solver=None, top_k: int = 10, axis: str = "sentiment"
 ) -> tuple[list[str], np.ndarray]:
     """The top_k next tokens after the prompt at control u, and their probabilities."""
     if not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
     idx, _ = prompt_tensor(model, tok, prompt)
     control = control_vector(u, axis).to(idx.device)
-    h1 = model.middle(model.encode(idx), control, solver_config(solver)).final
+    h1 = model.middle(model.encode(idx), control, model_solver(model, solver)).final
     probs = decode_last(model, h1)[0].float().softmax(-1)
     top = torch.topk(probs, min(top_k, probs.numel()))
     return [decode(tok, [i]) for i in top.indices.tolist()], top.values.cpu().numpy().astype(float)
@@ -96,11 +95,11 @@ def steering_sweep(
     targets=(" good", " bad"),
     u_grid=SWEEP_U_GRID,
     axis: str = "sentiment",
-    solver=TRAINING_SOLVER,
+    solver=None,
     other: float = 0.0,
 ) -> Sweep:
     """Next-token probability of each target as the control moves along one axis (the other held at `other`)."""
-    solver = solver_config(solver)
+    solver = model_solver(model, solver)
     grid = u_grid_array(u_grid)
     target_ids, target_tokens, notice = target_token_ids(tok, list(targets))
     idx, _ = prompt_tensor(model, tok, prompt)
