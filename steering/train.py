@@ -70,7 +70,11 @@ def make_config(preset: str = "demo", **overrides) -> TrainConfig:
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     cfg = replace(TrainConfig(), **PRESETS[preset])
-    return replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+    cfg = replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+    if cfg.field_basis and cfg.overlap_weight > 0:
+        # the depth-varying field has no read/write overlap (its maps change with τ); refused before any step
+        raise ValueError("--overlap-weight applies to the shared-weight field; drop it with --field-basis")
+    return cfg
 
 
 def model_config(cfg: TrainConfig) -> ModelConfig:

@@ -104,3 +104,11 @@ def test_the_rk4_error_penalty_comes_on_without_a_jump():
     steps = [b - a for a, b in zip(shares, shares[1:])]
     assert min(steps) >= 0 and max(steps) <= 2 / 400 + 1e-12
     assert shares[201] < 1e-4 < _solver_error_share(201, replace(cfg, solver_error_ramp=0))
+
+
+def test_the_overlap_penalty_is_refused_for_a_depth_varying_field():
+    from steering.train import make_config
+
+    with pytest.raises(ValueError, match="overlap-weight applies to the shared-weight field"):
+        make_config("tiny", field_basis=2, field_heads=2, overlap_weight=1.0)
+    assert make_config("tiny", field_basis=2, field_heads=2).overlap_weight == 0
