@@ -513,6 +513,12 @@ def _export_talk(args):
     from .talk import export_talk
 
     say = None if args.quiet else (lambda message: print(message, file=sys.stderr, flush=True))
+    from .checkpoint import read_config
+    from .controls import named_control
+
+    shortcuts = {"sentiment": args.sentiment, "style": args.style}
+    known = (Path(args.checkpoint) / "config.json").is_file()  # else export_talk says what is wrong with it
+    control = named_control(read_config(args.checkpoint) if known else None, args.u, shortcuts).as_dict()
     report = export_talk(
         args.out,
         args.prompt,  # None: the model's first suggested prompt ('The movie was' for the shipped model)
@@ -520,6 +526,7 @@ def _export_talk(args):
         seed=args.seed,
         new_tokens=args.new_tokens,
         on_progress=say,
+        control=control,
     )
     print(f"wrote {report.path} ({report.size / 2**20:.1f} MB in {report.seconds:.1f} s)")
 
@@ -537,6 +544,7 @@ def _export_talk_args(p):
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
     p.add_argument("--seed", type=int, default=0, help="sampling seed, the same at every control")
     p.add_argument("--new-tokens", dest="new_tokens", type=int, default=24, help="tokens generated per control")
+    add_control_args(p)  # where the page opens: u₁ on its grid (-2..2), u₂ one of -1, 0, 1
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 

@@ -98,6 +98,7 @@ class TalkData:
     axes: list = field(
         default_factory=list
     )  # a user model's axes ({name, negative, positive}); [] for the shipped kind
+    opening: tuple[float, float] = (0.0, 0.0)  # the control the page opens at (a point of the grid)
 
 
 # ---------------------------------------------------------------- the grid
@@ -392,13 +393,30 @@ def stored_evaluation(checkpoint: str | Path | None, model, folders: Sequence[Pa
 
 
 # ---------------------------------------------------------------- everything, and the file
-def export_command(out, prompts: Sequence[str], checkpoint, seed: int, new_tokens: int) -> str:
-    """The command line that makes this file (every option spelled out)."""
+def export_command(
+    out, prompts: Sequence[str], checkpoint, seed: int, new_tokens: int, opening: dict[str, float] | None = None
+) -> str:
+    """The command line that makes this file (every option spelled out; `opening`: {axis name: value}, the
+    control the page opens at, where it is not 0)."""
     argv = ["python", "-m", "steering", "export-talk", "--out", str(out)]
     for p in prompts:
         argv += ["--prompt", p]
     argv += ["--checkpoint", _shown_path(checkpoint), "--seed", str(int(seed)), "--new-tokens", str(int(new_tokens))]
+    for name, value in (opening or {}).items():
+        if value:
+            argv += ["--u", f"{name}={value:g}"]
     return shlex.join(argv)
+
+
+def opening_point(control: Sequence[float]) -> tuple[float, float]:
+    """The grid point the page opens at: u₁ on the slider's grid (steps of 0.1 in [-2, 2]), u₂ one of STYLES."""
+    first, second = (float(v) for v in control)
+    if abs(first) > max(SENTIMENTS) + 1e-9 or second not in STYLES:
+        raise ValueError(
+            f"the page opens on its grid: u₁ in [{min(SENTIMENTS):g}, {max(SENTIMENTS):g}] and u₂ one of "
+            f"{', '.join(f'{s:g}' for s in STYLES)}; got ({first:g}, {second:g})"
+        )
+    return SENTIMENTS[int(np.argmin([abs(s - first) for s in SENTIMENTS]))], second
 
 
 def build_talk(
@@ -414,8 +432,11 @@ def build_talk(
     command: str | None = None,
     regime_points: int = REGIME_POINTS,
     on_progress: Callable[[str], None] | None = None,
+    opening: Sequence[float] = (0.0, 0.0),
 ) -> TalkData:
-    """Every prompt's grid, sweep and comparisons, the map's backdrop, the model and its stored evaluation."""
+    """Every prompt's grid, sweep and comparisons, the map's backdrop, the model and its stored evaluation.
+    opening: the control the page opens at (opening_point)."""
+    opening = opening_point(opening)
     if not hasattr(model, "field"):
         raise ValueError("the talk demo needs a hybrid model (a discrete one has no continuous block to steer)")
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
@@ -486,6 +507,7 @@ def build_talk(
         axes=[{"name": name, "negative": e[0], "positive": e[1]} for name, e in zip(texts.names, texts.ends)]
         if texts.user_model
         else [],
+        opening=opening,
     )
 
 
@@ -502,6 +524,7 @@ def talk_html_bytes(
     command: str | None = None,
     regime_points: int = REGIME_POINTS,
     on_progress: Callable[[str], None] | None = None,
+    opening: Sequence[float] = (0.0, 0.0),
 ) -> bytes:
     """The offline demo as UTF-8 bytes (the Steer page's download button and the CLI both use this).
 
@@ -520,6 +543,7 @@ def talk_html_bytes(
         command=command,
         regime_points=regime_points,
         on_progress=on_progress,
+        opening=opening,
     )
     html = talk_html(data).encode("utf-8")
     if len(html) > MAX_BYTES:
@@ -547,10 +571,13 @@ def export_talk(
     new_tokens: int = DEFAULT_NEW_TOKENS,
     regime_points: int = REGIME_POINTS,
     on_progress: Callable[[str], None] | None = None,
+    control: dict[str, float] | None = None,
 ) -> ExportReport:
-    """Load the checkpoint and its PCA map, build the demo, write it to `out`."""
+    """Load the checkpoint and its PCA map, build the demo, write it to `out`. control: {the checkpoint's axis
+    name: value}, where the page opens (axes left out at 0; on the grid, opening_point)."""
     from .analysis.pca import checkpoint_identity, pca_map_for_checkpoint
     from .checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+    from .controls import named_control
 
     start = time.perf_counter()
     checkpoint = Path(checkpoint if checkpoint is not None else DEFAULT_CHECKPOINT)
@@ -559,7 +586,9 @@ def export_talk(
     extra = {"prompts": texts.prompts[:5]} if texts.user_model else {}  # the lab's map (user_model: its openings)
     pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(checkpoint), lab.cache_dir() / "pca", **extra)
     cleaned = clean_prompts(texts.prompts[:1] if prompts is None else prompts)
-    command = export_command(out, cleaned, checkpoint, seed, new_tokens)
+    named = named_control(config, [f"{k}={v}" for k, v in (control or {}).items()])
+    opening = opening_point(named.values)  # refused here, before minutes of computing
+    command = export_command(out, cleaned, checkpoint, seed, new_tokens, named.as_dict())
     html = talk_html_bytes(
         model,
         tok,
@@ -572,6 +601,7 @@ def export_talk(
         command=command,
         regime_points=regime_points,
         on_progress=on_progress,
+        opening=opening,
     )
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

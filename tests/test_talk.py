@@ -280,6 +280,27 @@ def test_the_cli_writes_the_file(tmp_path, small_tokenizer, monkeypatch, capsys)
     assert list((tmp_path / "cache" / "pca").glob("pca-*.npz"))  # the lab's PCA map cache, so the lab reuses it
 
 
+def test_the_page_opens_at_the_control_asked_for(tmp_path, small_tokenizer, monkeypatch, capsys):
+    from steering.__main__ import main
+
+    ckpt = _small_checkpoint(tmp_path / "ckpt", small_tokenizer)
+    monkeypatch.setenv("STEERING_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("STEERING_RESULTS", str(tmp_path / "no-results"))
+    out = tmp_path / "talk.html"
+    base = ["export-talk", "--out", str(out), "--checkpoint", str(ckpt), "--new-tokens", "2", "--quiet"]
+    assert main([*base, "--u", "sentiment=-1.5", "--u", "style=1"]) == 0
+    html = out.read_text()
+    assert re.search(r'id=talk-sentiment [^>]*value="-1.5"', html)
+    assert re.search(r'id="talk-style-pos" value="1" checked', html)
+    command = re.search(r"<code id=talk-command>(.*?)</code>", html).group(1)
+    assert "--u sentiment=-1.5 --u style=1" in command  # the footer's command makes the same file
+    # off the grid (style is -1, 0 or 1 there) or not an axis: exit 2 before any computing, no file
+    for bad, why in ((["--u", "style=0.5"], "one of -1, 0, 1"), (["--u", "mood=1"], "no axis 'mood'")):
+        out.unlink(missing_ok=True)
+        assert main([*base, *bad]) == 2
+        assert why in capsys.readouterr().err and not out.exists()
+
+
 def test_the_cli_reports_a_bad_checkpoint(tmp_path, capsys):
     from steering.__main__ import main
 

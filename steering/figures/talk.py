@@ -444,7 +444,9 @@ SCRIPT = r"""
   function clone(x) { return JSON.parse(JSON.stringify(x)); }
 
   var slider = $("talk-sentiment"), select = $("talk-prompt");
-  var state = {p: 0, s: nearest(D.sentiments, parseFloat(slider.value)), st: nearest(D.styles, 0),
+  var opened = document.querySelector("input[name=talk-style]:checked");
+  var state = {p: 0, s: nearest(D.sentiments, parseFloat(slider.value)),
+               st: nearest(D.styles, opened ? parseFloat(opened.value) : 0),
                frame: null, compareKey: null, trajKey: null, pending: false, anim: null};
 
   function P() { return D.prompts[state.p]; }
@@ -629,11 +631,11 @@ SCRIPT = r"""
 """
 
 
-def _style_controls(styles, ends: tuple[str, str] = ("critic blurb", "user review")) -> str:
+def _style_controls(styles, ends: tuple[str, str] = ("critic blurb", "user review"), opening: float = 0.0) -> str:
     names = {-1.0: ends[0], 0.0: "either", 1.0: ends[1]}
     out = []
     for value in styles:
-        checked = " checked" if value == 0.0 else ""
+        checked = " checked" if value == opening else ""
         ident = f"talk-style-{'neg' if value < 0 else 'pos' if value > 0 else 'zero'}"
         out.append(
             f'<label for="{ident}"><input type=radio name=talk-style id="{ident}" value="{value:g}"{checked}>'
@@ -650,12 +652,16 @@ def talk_html(data) -> str:
     # the control's words: the shipped model's, or a model's own axes (data.axes, trained with --data)
     first, second = axis_words(data)
     u1_name, u2_name = html.escape(first["name"]), html.escape(second["name"])
-    u1_label = f"{u1_name.capitalize()} u₁ = <output id=talk-sentiment-value for=talk-sentiment>+0.0</output>"
+    u1_label = (
+        f"{u1_name.capitalize()} u₁ = <output id=talk-sentiment-value for=talk-sentiment>"
+        f"{getattr(data, 'opening', (0.0,))[0]:+.1f}</output>"
+    )
     u1_ends = (
         f"<span>{_signed(lo, 0)} {html.escape(first['negative'])}</span><span>0</span>"
         f"<span>{_signed(hi, 0)} {html.escape(first['positive'])}</span>"
     )
-    u2_controls = _style_controls(data.styles, (second["negative"], second["positive"]))
+    opening = tuple(getattr(data, "opening", (0.0, 0.0)))
+    u2_controls = _style_controls(data.styles, (second["negative"], second["positive"]), opening[1])
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -674,7 +680,8 @@ ahead by the model <code>{html.escape(str(data.model["checkpoint"]))}</code>; th
 <section id=controls>
 <div><label for=talk-prompt>Prompt</label><select id=talk-prompt></select></div>
 <div><label for=talk-sentiment>{u1_label}</label>
-<input type=range id=talk-sentiment min="{lo:g}" max="{hi:g}" step="{step:g}" value="0" aria-label="{u1_name} u1">
+<input type=range id=talk-sentiment min="{lo:g}" max="{hi:g}" step="{step:g}" value="{opening[0]:g}"
+ aria-label="{u1_name} u1">
 <div class=scale>{u1_ends}</div></div>
 <fieldset id=talk-style><legend>{u2_name.capitalize()} u₂</legend>{u2_controls}</fieldset>
 </section>
