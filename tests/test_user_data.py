@@ -132,7 +132,7 @@ def mostly_empty(rows):
         (["--data", "{good}", "--text-column", "text", "--axis", "t=topic:sports,chess"], "has no value 'chess'"),
         (["--data", "{good}", "--text-column", "text", "--axis", "t=text"], "column 'text' is the text column"),
         (["--data", "{three_classes}", "--text-column", "text", "--axis", "t=topic"], "has 3 distinct values"),
-        (["--axis", "t=topic"], "--axis and --text-column need --data FILE"),
+        (["--axis", "t=topic"], "--axis, --text-column and --probe-words need --data FILE"),
         (
             ["--data", "{few}", "--text-column", "text", "--axis", "t=topic"],
             "150 usable rows, fewer than the 200 needed",

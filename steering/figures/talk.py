@@ -200,10 +200,12 @@ def trajectories_figure(talk, style_index: int, sentiments, explained, x_range, 
     return {**out, "highlight": len(paths)}
 
 
-def regimes_figure(regimes, second: str = "u₂") -> dict:
+def regimes_figure(regimes, names=("u₁", "u₂")) -> dict:
     # the slider's u is a line the page lays over the chart (#talk-regimes-now): moving a plotly
     # shape would redraw the chart on every slider step
-    return figure_json(nfe_regimes_figure(regimes, title=f"NFE of the adaptive solvers against u₁ ({second} 0)"), 440)
+    fig = nfe_regimes_figure(regimes, title=f"NFE of the adaptive solvers against u₁ ({names[1]} 0)")
+    fig.update_layout(xaxis_title=f"control u ({names[0]})")  # the model's own name for its first axis
+    return figure_json(fig, 440)
 
 
 def comparison_figures(comparison, paths, explained) -> dict:
@@ -267,7 +269,7 @@ def prompt_payload(talk, data, x_range, y_range) -> dict:
             trajectories_figure(talk, k, data.sentiments, explained, x_range, y_range, names)
             for k in range(len(data.styles))
         ],
-        "regimes": regimes_figure(talk.regimes, names[1]),
+        "regimes": regimes_figure(talk.regimes, names),
         "regimesReading": regimes_reading(talk.regimes),
         "compare": [
             [comparison_figures(c, paths, explained) for c, paths in zip(row, path_row)]
