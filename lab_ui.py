@@ -247,9 +247,10 @@ def _steer_views(path: str, key: str) -> Prefetcher:
     )
 
 
-# controls per background batch: a batch of 16 took half the time per view of a batch of 4 (22 vs 42 ms
-# on the shared 2-core machine); a page never waits for a whole batch, only for the token in progress
-STEER_BATCH = 16
+# controls per background batch: after the two nearest, the slider's other 79 positions in two batches. Decoding
+# reads every weight once a token whatever the batch, so bigger batches cost less per view (benchmarks/bench_range.py;
+# figures in docs/benchmarks.md). A page never waits for a whole batch, only for the token in progress.
+STEER_BATCH = 40
 
 
 def _log_range(session, seconds: float, keys: int, last_key: tuple):
