@@ -217,11 +217,11 @@ def add_control_args(p):
 @command("generate", "sample steered continuations of a prompt")
 def _generate(args):
     from .checkpoint import load_checkpoint
-    from .controls import named_control
+    from .controls import control_from_args
     from .generate import generate
 
     model, tok, config = load_checkpoint(args.checkpoint)
-    control = named_control(config, args.u, {"sentiment": args.sentiment, "style": args.style})
+    control = control_from_args(config, args)
     results = generate(
         model,
         tok,
@@ -514,11 +514,10 @@ def _export_talk(args):
 
     say = None if args.quiet else (lambda message: print(message, file=sys.stderr, flush=True))
     from .checkpoint import read_config
-    from .controls import named_control
+    from .controls import control_from_args
 
-    shortcuts = {"sentiment": args.sentiment, "style": args.style}
     known = (Path(args.checkpoint) / "config.json").is_file()  # else export_talk says what is wrong with it
-    control = named_control(read_config(args.checkpoint) if known else None, args.u, shortcuts).as_dict()
+    control = control_from_args(read_config(args.checkpoint) if known else None, args).as_dict()
     report = export_talk(
         args.out,
         args.prompt,  # None: the model's first suggested prompt ('The movie was' for the shipped model)
@@ -566,14 +565,10 @@ def _figures(args):
     )
     start = _time.perf_counter()
     from .checkpoint import read_config
-    from .controls import named_control
+    from .controls import control_from_args, given
     from .figure_export import DEFAULT_U
 
-    shortcuts = {"sentiment": args.sentiment, "style": args.style}
-    if args.u or any(v is not None for v in shortcuts.values()):
-        control = named_control(read_config(args.checkpoint), args.u, shortcuts).values
-    else:
-        control = (DEFAULT_U, 0.0)
+    control = control_from_args(read_config(args.checkpoint), args).values if given(args) else (DEFAULT_U, 0.0)
     inputs = Inputs(
         checkpoint=Path(args.checkpoint),
         baseline=Path(args.baseline),

@@ -31,9 +31,6 @@ class NamedControl:
     def describe(self) -> str:
         return ", ".join(f"{name} {value:+g}" for name, value in self.as_dict().items())
 
-    def index_of(self, name: str) -> int:
-        return self.names.index(name)
-
 
 def axis_names(config: dict | None) -> tuple[str, ...]:
     return tuple(a.name for a in axes_of(config))
@@ -90,6 +87,16 @@ def named_control(
         values[names.index(flag)] = _value(flag, raw, config)
         given.add(flag)
     return NamedControl(names=names, values=tuple(values))
+
+
+def control_from_args(config: dict | None, args) -> NamedControl:
+    """The control of a command's `--u` pairs and `--sentiment` / `--style` shortcuts (add_control_args)."""
+    return named_control(config, args.u, {"sentiment": args.sentiment, "style": args.style})
+
+
+def given(args) -> bool:
+    """Whether any control flag was given (a command may then differ from its own default control)."""
+    return bool(args.u) or args.sentiment is not None or args.style is not None
 
 
 def internal_axis(config: dict | None, name: str) -> str:

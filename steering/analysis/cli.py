@@ -126,10 +126,10 @@ def run_analyze(args, solver_for) -> None:
 
     if args.prompt_set is not None and args.kind != "regimes":
         raise ValueError(f"--prompt-set applies to regimes, not {args.kind}")
-    from ..controls import internal_axis, named_control
+    from ..controls import control_from_args, internal_axis
 
     model, tok, config = load_checkpoint(args.checkpoint)
-    control = named_control(config, args.u, {"sentiment": args.sentiment, "style": args.style})
+    control = control_from_args(config, args)
     swept = args.axis or control.names[0]
     # the analyses name the control's entries "sentiment" and "style"; args speak the checkpoint's names
     args.axis = internal_axis(config, swept)
