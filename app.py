@@ -1,13 +1,11 @@
-"""The steering lab: `streamlit run app.py`. This file routes the pages and holds the landing page, Steer."""
+"""The steering lab: `streamlit run app.py`. This file routes the pages (each one a file in pages/) and holds the
+landing page, which forwards to Steer."""
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 import lab_ui as ui
-from steering import lab
-from steering.figures.instant_steer import instant_payload, instant_view
 
 st.set_page_config(
     page_title="Steering lab",
@@ -17,183 +15,30 @@ st.set_page_config(
 )
 
 
-@st.cache_data(max_entries=4096, show_spinner=False)
-def judged(text: str, model_key: str, _axis_judge=None) -> lab.Judgement:
-    """The text judged as the model's axes are (a user model: its own first-axis judge; model_key tells them apart)."""
-    return lab.judge_text(text, _axis_judge)
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def reference_paths(_pca_map, key: str) -> tuple[list, list]:
-    """One reference prompt's paths for every u of the map (the first prompt, as the backdrop)."""
-    first = _pca_map.reference[0].name
-    chosen = [p for p in _pca_map.reference if p.name == first]
-    return [p.points for p in chosen], [p.u for p in chosen]
-
-
-@st.fragment
-def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tokens: int):
-    """Everything that depends on u. The sentiment slider, the text and the charts are one component
-    that holds every computed slider position in the browser, so a move there shows at once; this
-    fragment reruns when the style changes, when the component reports a position, and while the rest
-    of the range is computed (the component polls)."""
-    state = ui.state()
-    ui.style_slider(st)
-    views = ui.steer_views(loaded)
-    texts = ui.model_texts()
-    # a model trained on one's own file: its first axis's judge and end labels on the badges
-    judge, ends = ui.axis_judge(loaded), (texts.ends[0] if texts.user_model else None)
-
-    def key_at(u: float) -> tuple:
-        return ui.steer_key(prompt, (u, state.style), solver, seed, max_new_tokens)
-
-    if ui.prefetch_enabled() and lab.worth_computing_ahead(solver):
-        # a new wish only when the inputs changed: the component's polls must not restart the worker.
-        # The wish first: it replaces this session's earlier one, so work for inputs that changed is
-        # cancelled before this run waits for the model
-        wish = key_at(state.sentiment)
-        if st.session_state.get("steer_wish") != wish:
-            previous = st.session_state.get("steer_previous_control")
-            views.want([key_at(c[0]) for c in lab.range_controls(state.control, previous)], session=ui.session_id())
-            st.session_state["steer_wish"], st.session_state["steer_previous_control"] = wish, state.control
-    view = ui.run_safely(views.result, key_at(state.sentiment), what="the steered continuation")
-
-    range_keys = {u: key_at(u) for u in lab.slider_positions()}
-    kept = views.kept(range_keys.values())
-    # while the range is computed, wait a moment for more before answering (the component asks again)
-    have, coming = len(kept), False
-    if ui.prefetch_enabled():
-        wait = 0.4 if ui.polled() else 0.0  # never delay the answer to a move
-        have, coming = views.wait_for_more(list(range_keys.values()), have, timeout=wait)
-        if have > len(kept):
-            kept = views.kept(range_keys.values())
-    kept[range_keys[state.sentiment]] = view
-    pca = ui.pca_map(loaded)
-    paths, us = reference_paths(pca, pca.key)
-    payload = instant_payload(
-        {u: instant_view_of(loaded.key, k, kept[k], ends, judge) for u, k in range_keys.items() if k in kept},
-        paths,
-        us,
-        state.sentiment,
-        u_min=lab.U_MIN,
-        u_max=lab.U_MAX,
-        u_step=lab.U_STEP,
-        explained=pca.explained_variance_ratio,
-        font_size=ui.font_size(),
-        label=texts.labels[0],
-        help_text=texts.helps[0],
-        pending=int(coming),
-        serial=next_serial(),
-        chart_height="380px",
-        fit_screen=state.presenter,  # the charts take the height the screen leaves them
-    )
-    ui.instant_sentiment(payload)
-    ui.sync_url("steer")
-
-
-def next_serial() -> int:
-    """A new number for each payload this session sends (the component asks again only on a new one)."""
-    st.session_state["steer_serial"] = st.session_state.get("steer_serial", 0) + 1
-    return st.session_state["steer_serial"]
-
-
-@st.cache_data(max_entries=8192, show_spinner=False)
-def instant_view_of(model_key: str, steer_key: tuple, _view: lab.SteerView, ends=None, _axis_judge=None) -> dict:
-    """A view as the component draws it, once per model and slider position (each poll resends them all)."""
-    view = _view
-    judgement = view.judgement or judged(view.prompt_shown + view.continuation, model_key, _axis_judge)
-    return instant_view(
-        view.prompt_shown,
-        view.continuation,
-        lab.steer_badges(judgement.score, judgement.vader_compound, view.solve_nfe, ends),
-        view.next_tokens,
-        view.next_probs,
-        np.asarray(view.path),
-        notice=view.generation_notice,
-    )
-
-
-def steer():
-    header = ui.page_header(
-        "Steer the flow",
-        "A transformer whose middle layers are an ODE, dH/dτ = α·F(H, τ, u). "
-        "Move u and watch the text, the next-token odds and the hidden-state path change.",
-        solver=True,
-    )
-    with st.sidebar.expander("Sampling"):
-        seed = st.number_input("Seed", 0, 10_000, 0, key="w_seed")
-        max_new_tokens = st.slider("New tokens", 4, 60, 24, key="w_new_tokens")
-    loaded, prompt, solver = header.loaded, header.prompt, header.solver
-    steer_results(loaded, prompt, solver, int(seed), int(max_new_tokens))
-    # outside the fragment: none of this changes with u, so a slider move does not redraw it
-    pca = ui.pca_map(loaded)
-    _, us = reference_paths(pca, pca.key)
-    st.caption(
-        ui.model_texts().steer_caption
-        + f"Same seed ({int(seed)}) at every u, so only the control changes the text; sampled with "
-        f"{solver.label()}. In the map, thin lines: the reference prompt {pca.reference[0].name!r} at u = "
-        f"{', '.join(f'{u:+g}' for u in us)}; thick: your prompt now."
-    )
-    if st.button(
-        "Build offline demo",
-        icon=":material/download:",
-        key="w_build_talk",
-        help="One self-contained HTML file for this prompt and seed: every sentiment from −2 to +2 (steps of "
-        "0.1) at style −1, 0 and +1, precomputed with the lab's default solver; it opens offline.",
-    ):
-        from steering.talk import talk_html_bytes
-
-        with st.spinner("Computing 123 steered views, the NFE sweep and the solver comparison (about a minute)…"):
-            with loaded.lock:
-                talk = ui.run_safely(
-                    talk_html_bytes,
-                    loaded.model,
-                    loaded.tok,
-                    pca,
-                    [prompt],
-                    seed=int(seed),
-                    max_new_tokens=int(max_new_tokens),
-                    checkpoint=loaded.path,
-                    config=loaded.config,
-                    what="the offline demo",
-                )
-        st.download_button(
-            "Download offline demo (HTML)",
-            talk,
-            file_name="talk.html",
-            mime="text/html",
-            icon=":material/download:",
-            on_click="ignore",
-            key="w_download_talk",
-        )
-
-
 def home():
     """The root URL: app.py sends it on to Steer (or to the page that ?page= or a talk names) before it runs."""
     st.switch_page(PAGES["steer"])
 
 
 # Every page has its own path, Steer too (/steer): the root is a hidden page that forwards to it, since
-# Streamlit serves the default page at "/" only and would answer /steer with "Page not found". The page
-# files live in lab_pages/, not pages/: with a pages/ folder, the first session after the server starts
-# runs Streamlit's old pages/ emulation instead of this file, with the same dialog for /steer.
+# Streamlit serves the default page at "/" only and would answer /steer with "Page not found". Each page is
+# a file in pages/, named as its path: the server's first session runs Streamlit's old pages/ mode, which
+# runs the file the path names without this one, and lab_ui.page_header turns that run into a rerun here.
 ROOT = st.Page(
     home, title="Steering lab", icon=":material/explore:", url_path="home", default=True, visibility="hidden"
 )
 PAGES = {
-    "steer": st.Page(steer, title="Steer", icon=":material/explore:", url_path="steer"),
-    **{
-        name: st.Page(f"lab_pages/{name}.py", title=title, icon=f":material/{icon}:", url_path=name)
-        for name, title, icon in (
-            ("trajectories", "Trajectories", "timeline"),
-            ("solvers", "Solvers", "compare_arrows"),
-            ("regimes", "Regimes", "speed"),
-            ("lens", "Depth lens", "layers"),
-            ("dynamics", "Dynamics", "blur_on"),
-            ("training", "Training", "monitoring"),
-            ("results", "Results", "fact_check"),
-        )
-    },
+    name: st.Page(f"pages/{name}.py", title=title, icon=f":material/{icon}:", url_path=name)
+    for name, title, icon in (
+        ("steer", "Steer", "explore"),
+        ("trajectories", "Trajectories", "timeline"),
+        ("solvers", "Solvers", "compare_arrows"),
+        ("regimes", "Regimes", "speed"),
+        ("lens", "Depth lens", "layers"),
+        ("dynamics", "Dynamics", "blur_on"),
+        ("training", "Training", "monitoring"),
+        ("results", "Results", "fact_check"),
+    )
 }
 
 page = st.navigation([ROOT, *PAGES.values()], position="top" if ui.state().presenter else "sidebar")

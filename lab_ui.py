@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import threading
 import time
 import uuid
@@ -583,6 +584,22 @@ def sidebar_controls(*, solver: bool = True, prompt: bool = True):
     )
 
 
+def run_through_app():
+    """Make sure app.py routes this run. With a pages/ folder beside app.py, Streamlit starts a run in its old
+    multipage mode while PagesManager.uses_pages_directory is set (a server: from its first session's start
+    until something calls st.navigation, which only app.py does; AppTest: at every run): it runs the page file
+    the URL names directly, without app.py. A page run that way runs app.py here instead, in the same run (so
+    a pressed button still counts): app.py's st.navigation clears the flag and runs this page again; then
+    this run stops."""
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        runpy.run_path(get_script_run_ctx().pages_manager.main_script_path)
+        st.stop()
+
+
 @dataclass
 class Header:
     """What page_header found: the model, the cleaned prompt, the solver and the control (None where not asked)."""
@@ -606,6 +623,7 @@ def page_header(
     controls, title and caption, the link's notices, then the prompt, solver and control sliders
     each page asks for (an unusable prompt or solver stops the page with a message).
     """
+    run_through_app()
     header = Header(loaded=model() if load_model else None)
     sidebar_controls(solver=solver, prompt=prompt)
     st.title(title)

@@ -326,12 +326,12 @@ def test_page_param_opens_that_page_with_the_state(lab_env):
 
 
 PAGES = {
-    "lab_pages/trajectories.py": ("paths", "Download these paths (CSV)"),
-    "lab_pages/solvers.py": ("divergence", "Download the divergence along τ (CSV)"),
-    "lab_pages/regimes.py": ("regimes", "Download the NFE sweep (CSV)"),
-    "lab_pages/lens.py": ("lens", "Download the lens (CSV)"),
-    "lab_pages/dynamics.py": ("convergence", "Download the convergence data (CSV)"),
-    "lab_pages/training.py": ("training_curves", "Download the hybrid log (CSV)"),
+    "pages/trajectories.py": ("paths", "Download these paths (CSV)"),
+    "pages/solvers.py": ("divergence", "Download the divergence along τ (CSV)"),
+    "pages/regimes.py": ("regimes", "Download the NFE sweep (CSV)"),
+    "pages/lens.py": ("lens", "Download the lens (CSV)"),
+    "pages/dynamics.py": ("convergence", "Download the convergence data (CSV)"),
+    "pages/training.py": ("training_curves", "Download the hybrid log (CSV)"),
 }
 
 
@@ -347,13 +347,13 @@ def test_every_page_renders_its_figure_and_download(lab_env, page):
 
 
 def test_results_page_renders(lab_env):
-    at = run_app(page="lab_pages/results.py")
+    at = run_app(page="pages/results.py")
     no_exception(at)
     assert at.title
 
 
 def test_solvers_page_numbers(lab_env):
-    at = run_app(page="lab_pages/solvers.py")
+    at = run_app(page="pages/solvers.py")
     metrics = {m.label: m.value for m in at.metric}
     divergence = float(metrics["Final divergence at τ = 1"].rstrip("%"))
     assert 0 < divergence < 100
@@ -364,7 +364,7 @@ def test_solvers_page_numbers(lab_env):
 
 
 def test_trajectory_page_follows_the_slider(lab_env):
-    at = run_app({"u": "-1"}, page="lab_pages/trajectories.py")
+    at = run_app({"u": "-1"}, page="pages/trajectories.py")
     before = [t for t in chart(at, "paths")["data"] if t.get("name") == "your u (u=-1.00)"]
     at.slider(key="w_sentiment").set_value(1.0).run()
     no_exception(at)
@@ -375,7 +375,7 @@ def test_trajectory_page_follows_the_slider(lab_env):
 def test_regimes_page_shows_every_switch_and_the_alignment_test(lab_env):
     from steering.evaluate import PROBE_PROMPT_VARIANTS
 
-    at = run_app({"prompt": "The movie was"}, page="lab_pages/regimes.py")
+    at = run_app({"prompt": "The movie was"}, page="pages/regimes.py")
     no_exception(at)
     labels = [m.label for m in at.metric]
     assert labels[:2] == ["Step-count disagreement", "NFE disagreement"]  # the paper's comparison leads
@@ -399,7 +399,7 @@ def test_regimes_page_shows_every_switch_and_the_alignment_test(lab_env):
 
 
 def test_regimes_page_reads_the_step_trace_and_the_field_over_u_and_tau(lab_env):
-    at = run_app({"prompt": "The movie was", "u": "0.5"}, page="lab_pages/regimes.py")
+    at = run_app({"prompt": "The movie was", "u": "0.5"}, page="pages/regimes.py")
     no_exception(at)
     assert at.select_slider(key="w_reg_trace_u").value == 0.5  # starts at the page's u
     shown = [re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown]  # without Markdown's escapes
@@ -421,7 +421,7 @@ def test_regimes_page_reads_the_step_trace_and_the_field_over_u_and_tau(lab_env)
 
 
 def test_trajectories_page_measures_how_curved_the_paths_are(lab_env):
-    at = run_app({"u": "0.5"}, page="lab_pages/trajectories.py")
+    at = run_app({"u": "0.5"}, page="pages/trajectories.py")
     no_exception(at)
     metrics = {m.label: m.value for m in at.metric}
     assert {"Largest arc / chord − 1", "Largest share ⟂ chord", "On the PCA map", "In the bend view"} <= set(metrics)
@@ -501,7 +501,7 @@ def test_the_app_config_skips_streamlits_full_collection_after_each_rerun():
 
 
 def test_dynamics_page_shows_the_stretching_rate_per_u(lab_env):
-    at = run_app({"prompt": "The movie was"}, page="lab_pages/dynamics.py")
+    at = run_app({"prompt": "The movie was"}, page="pages/dynamics.py")
     no_exception(at)
     lines = {t["name"]: t for t in chart(at, "stretching")["data"]}
     assert set(lines) == {"largest over τ", "mean over τ"}

@@ -336,7 +336,7 @@ def _page(folder, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("STEERING_RESULTS", str(folder))
-    return AppTest.from_file(str(REPO / "lab_pages" / "results.py"), default_timeout=60).run()
+    return AppTest.from_file(str(REPO / "pages" / "results.py"), default_timeout=60).run()
 
 
 def test_results_page_without_results_says_how_to_make_them(tmp_path, monkeypatch):

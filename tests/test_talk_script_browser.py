@@ -1,7 +1,8 @@
 """Links, the talk script and presenter mode in a real browser (Debian's chromium, one app server).
 
-- every page opens by its path and by ?page=NAME with no "Page not found" dialog, the very first
-  session after the server starts included (it once ran Streamlit's pages/ emulation);
+- every page opens by its path and by ?page=NAME with no "Page not found" dialog, routed by app.py, the
+  very first session after the server starts included (Streamlit runs it in its old pages/ mode:
+  lab_ui.run_through_app);
 - assets/talks/paper-in-8-steps.json stepped through with PageDown (what presentation clickers
   send) and back with PageUp: each step shows its page and its state, with no exception;
 - presenter mode fits the screen on Steer at 1920x1080 and at 1280x720;
@@ -73,6 +74,9 @@ def test_every_page_opens_by_path_and_by_page_param(lab_url):
             open_page(page, url + path)
             shows(page, TITLES[name])
             assert urlsplit(page.url).path == f"/{name}"
+            # app.py's set_page_config named the tab: app.py routed the run, not Streamlit's pages/ mode
+            # (which runs pages/NAME.py alone, its tab titled NAME, its sidebar the file names)
+            assert page.title() == "Steering lab", page.title()
             link = page.locator(".st-key-view_link code").text_content()
             assert link.startswith(f"{url}/{name}?") and query(link) == lab.to_query_params(lab.DEFAULT_STATE)
         assert not errors, errors

@@ -209,23 +209,23 @@ def test_the_steer_page_shows_the_axes_and_the_models_own_prompts(user_lab):
 @pytest.mark.parametrize(
     "page",
     [
-        "lab_pages/trajectories.py",
-        "lab_pages/solvers.py",
-        "lab_pages/regimes.py",
-        "lab_pages/lens.py",
-        "lab_pages/dynamics.py",
-        "lab_pages/training.py",
-        "lab_pages/results.py",
+        "pages/trajectories.py",
+        "pages/solvers.py",
+        "pages/regimes.py",
+        "pages/lens.py",
+        "pages/dynamics.py",
+        "pages/training.py",
+        "pages/results.py",
     ],
 )
 def test_every_page_renders_on_the_users_checkpoint(user_lab, page):
     at = run(page)
     assert at.title
     labels = {s.key: s.label for s in at.slider}
-    if page == "lab_pages/trajectories.py":
+    if page == "pages/trajectories.py":
         assert labels["w_sentiment"] == FORMALITY_LABEL and labels["w_style"] == TOPIC_LABEL
         assert chart(at, "paths")["data"]
-    if page == "lab_pages/regimes.py":
+    if page == "pages/regimes.py":
         meta = json.loads((user_lab / "config.json").read_text())["meta"]
         words = meta["axes"][0]["probe_words"]
         assert at.text_input(key="w_target_pos").value == " " + words["positive"][0]
@@ -243,7 +243,7 @@ def test_the_sidebar_switches_between_checkpoints_found_under_a_folder(user_lab,
     (movie / "config.json").write_text(json.dumps(config))
     monkeypatch.setenv("STEERING_CHECKPOINT", str(movie))
     monkeypatch.setenv("STEERING_CHECKPOINTS", str(user_lab.parent))  # holds the hybrid and the discrete
-    at = run("lab_pages/trajectories.py")
+    at = run("pages/trajectories.py")
     picker = at.selectbox(key="w_checkpoint")
     assert picker.options == ["movie", "hybrid"] and picker.value == str(movie)  # the discrete one is not offered
     assert at.slider(key="w_sentiment").label == "Sentiment u₁  (− negative … + positive)"
