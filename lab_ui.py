@@ -2,8 +2,8 @@
 
 The logic (parsing, clamping, computing) lives in steering/; this module only binds it
 to widgets. The state a link should reproduce lives in st.session_state["lab_state"]
-(a steering.lab.LabState), is read from the query string once per session, and is
-written back to the query string on every run. A talk (steering.talk_scripts) opened by
+(a steering.lab.logic.LabState), is read from the query string once per session, and is
+written back to the query string on every run. A talk (steering.lab.talk_scripts) opened by
 `?talk=NAME&step=K` lives in st.session_state["lab_talk"] as (Talk, step index).
 """
 
@@ -23,12 +23,12 @@ import streamlit as st
 import streamlit.components.v2 as components
 import torch
 
-from steering import lab
-from steering import talk_scripts as talks
-from steering.checkpoint import ASSETS, CONFIG, CheckpointError, load_checkpoint, read_config, read_log
 from steering.figures import instant_steer
-from steering.ode import FIXED_SOLVERS, SolverConfig, SolverStepLimitError
-from steering.prefetch import FairLock, Prefetcher, in_background
+from steering.lab import logic as lab
+from steering.lab import talk_scripts as talks
+from steering.lab.prefetch import FairLock, Prefetcher, in_background
+from steering.model.ode import FIXED_SOLVERS, SolverConfig, SolverStepLimitError
+from steering.training.checkpoint import ASSETS, CONFIG, CheckpointError, load_checkpoint, read_config, read_log
 
 STATE_KEY = "lab_state"
 NOTICES_KEY = "lab_url_notices"
@@ -147,7 +147,7 @@ def model_texts() -> lab.ModelTexts:
 
 @st.cache_resource(show_spinner=False)
 def _axis_judge(path: str, key: str):
-    from steering.user_data import is_user_model, load_axis_judges
+    from steering.data.user_data import is_user_model, load_axis_judges
 
     if not is_user_model(_config_of(path)):
         return None

@@ -52,7 +52,7 @@ from browser_lab import (  # noqa: E402
     wait_until_idle,
 )
 
-from steering.lab import EXAMPLE_PROMPTS  # noqa: E402
+from steering.lab.logic import EXAMPLE_PROMPTS  # noqa: E402
 
 NEW_PROMPT = "I watched this film last night and"
 
@@ -134,7 +134,7 @@ def _ms(values) -> list[float]:
 
 
 def main(argv=None) -> int:
-    from steering.checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT
+    from steering.training.checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT))

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from steering.analysis.pca import fit_pca_map  # noqa: E402
-from steering.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint  # noqa: E402
-from steering.lab import compute_steer_views, slider_positions  # noqa: E402
+from steering.lab.logic import compute_steer_views, slider_positions  # noqa: E402
+from steering.training.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint  # noqa: E402
 
 
 def range_seconds(model, tok, pca, prompt: str, batch: int) -> float:

@@ -18,8 +18,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from steering.analysis.regimes import DEFAULT_U_GRID, nfe_regimes
-from steering.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-from steering.tokenizer import encode
+from steering.data.tokenizer import encode
+from steering.training.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
 
 PROMPT_16 = "The movie was long, but the acting was strong and the story kept me watching until"
 

@@ -4,12 +4,12 @@ import numpy as np
 import streamlit as st
 
 import lab_ui as ui
-from steering import lab
 from steering.analysis.dynamics import contraction_by_u, convergence
 from steering.analysis.inputs import PATH_SOLVER
 from steering.analysis.solver_trace import field_geometry
 from steering.figures.dynamics import contraction_figure, convergence_figure
 from steering.figures.solver_trace import stretching_figure
+from steering.lab import logic as lab
 
 header = ui.page_header(
     "Dynamics of the flow",

@@ -4,15 +4,15 @@ import numpy as np
 import streamlit as st
 
 import lab_ui as ui
-from steering import lab
 from steering.analysis.alignment import regimes_over_prompts
 from steering.analysis.inputs import PATH_SOLVER, REFERENCE_SOLVER
 from steering.analysis.regimes import tolerance_scaling
 from steering.analysis.solver_trace import field_geometry, neighbour_across_switch, solver_traces, trace_reading
-from steering.evaluate import PROBE_PROMPT_VARIANTS
+from steering.evaluation.evaluate import PROBE_PROMPT_VARIANTS
 from steering.figures.regimes import alignment_figure, nfe_regimes_figure, tolerance_figure
 from steering.figures.solver_trace import field_heatmaps_figure, step_trace_figure
-from steering.ode import SolverConfig
+from steering.lab import logic as lab
+from steering.model.ode import SolverConfig
 
 texts = ui.model_texts()  # the model's first axis, its probe targets and prompts (sentiment for the shipped one)
 header = ui.page_header(

@@ -10,7 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 import lab_ui as ui
-from steering.experiments import DEFAULT_OUT, load_results
+from steering.evaluation.experiments import DEFAULT_OUT, load_results
 from steering.figures.results import accuracy_fluency_figure
 
 folder = Path(os.environ.get("STEERING_RESULTS", DEFAULT_OUT))

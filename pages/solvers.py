@@ -3,13 +3,13 @@
 import streamlit as st
 
 import lab_ui as ui
-from steering import lab
 from steering.analysis.pca import ProjectedPath
 from steering.analysis.solvers import compare_solvers
 from steering.analysis.trajectories import pooled
 from steering.figures.flow import pca_paths_figure
 from steering.figures.solvers import divergence_figure, eval_points_figure
-from steering.ode import ADAPTIVE_SOLVERS, FIXED_SOLVERS, SolverConfig
+from steering.lab import logic as lab
+from steering.model.ode import ADAPTIVE_SOLVERS, FIXED_SOLVERS, SolverConfig
 
 header = ui.page_header(
     "Fixed vs adaptive solvers",

@@ -7,8 +7,8 @@ import numpy as np
 import streamlit as st
 
 import lab_ui as ui
-from steering import lab
 from steering.figures.instant_steer import instant_payload, instant_view
+from steering.lab import logic as lab
 
 
 @st.cache_data(max_entries=4096, show_spinner=False)
@@ -135,7 +135,7 @@ def steer():
         help="One self-contained HTML file for this prompt and seed: every sentiment from −2 to +2 (steps of "
         "0.1) at style −1, 0 and +1, precomputed with the lab's default solver; it opens offline.",
     ):
-        from steering.talk import talk_html_bytes
+        from steering.lab.talk import talk_html_bytes
 
         with st.spinner("Computing 123 steered views, the NFE sweep and the solver comparison (about a minute)…"):
             with loaded.lock:

@@ -3,8 +3,8 @@
 import streamlit as st
 
 import lab_ui as ui
-from steering import lab
 from steering.figures.training import global_steps, training_curves_figure
+from steering.lab import logic as lab
 
 ui.page_header(
     "Training: hybrid vs discrete",

@@ -7,9 +7,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import pytest
 import torch
 
-from steering import data
-from steering.model import DiscreteTransformer, HybridODETransformer, ModelConfig
-from steering.tokenizer import train_tokenizer
+from steering.data import reviews as data
+from steering.data.tokenizer import train_tokenizer
+from steering.model.transformer import DiscreteTransformer, HybridODETransformer, ModelConfig
 
 SMALL = dict(vocab_size=300, block_size=48, d_model=32, n_heads=2, field_hidden=64, control_embed_dim=8)
 
@@ -108,7 +108,7 @@ def small_discrete(small_tokenizer):
 
 @pytest.fixture
 def small_checkpoint(tmp_path, small_hybrid, small_tokenizer):
-    from steering.checkpoint import save_checkpoint
+    from steering.training.checkpoint import save_checkpoint
 
     return save_checkpoint(small_hybrid, tmp_path / "ckpt", small_tokenizer, dtype=torch.float32)
 
@@ -116,7 +116,7 @@ def small_checkpoint(tmp_path, small_hybrid, small_tokenizer):
 @pytest.fixture(scope="session")
 def tiny_trained_pair(tmp_path_factory):
     """A few real training steps of each architecture, sharing one tokenizer (real logs, both stages)."""
-    from steering.train import make_config, train
+    from steering.training.train import make_config, train
 
     root = tmp_path_factory.mktemp("tiny_pair")
     short = dict(steps=8, max_reviews=400, eval_every=4, eval_reviews=16, warmup=2)

@@ -19,8 +19,8 @@ TRAIN = dict(steps=4, stage2_steps=2, tokens_per_batch=256, warmup=1, eval_every
 
 
 def build_lab_checkpoints(root: Path) -> dict[str, Path]:
-    from steering.checkpoint import load_checkpoint, save_checkpoint
-    from steering.train import make_config, train
+    from steering.training.checkpoint import load_checkpoint, save_checkpoint
+    from steering.training.train import make_config, train
 
     hybrid, discrete = root / "hybrid", root / "discrete"
     train(make_config("tiny", arch="hybrid", out=str(hybrid), **SIZE, **TRAIN), progress=False)

@@ -15,7 +15,7 @@ from steering.analysis.curvature import (
 )
 from steering.analysis.pca import fit_pca_map
 from steering.analysis.trajectories import compute_trajectory
-from steering.ode import SolverConfig
+from steering.model.ode import SolverConfig
 
 
 def test_a_straight_line_is_one_and_zero():

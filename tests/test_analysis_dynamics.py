@@ -13,7 +13,7 @@ from steering.analysis.dynamics import (
     symmetric_top_eigenvalues,
 )
 from steering.analysis.inputs import prompt_tensor
-from steering.ode import SolverConfig
+from steering.model.ode import SolverConfig
 
 
 def smooth_field(t, h):

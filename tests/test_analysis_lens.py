@@ -4,7 +4,7 @@ import torch
 
 from steering.analysis.inputs import prompt_tensor
 from steering.analysis.lens import depth_lens
-from steering.ode import SolverConfig
+from steering.model.ode import SolverConfig
 
 
 @pytest.mark.parametrize("solver", [SolverConfig("euler", steps=4), SolverConfig("rk4", steps=2)])

@@ -5,10 +5,10 @@ import json
 import pytest
 import torch
 
-from steering.__main__ import main
 from steering.analysis.middle import middle_work
-from steering.evaluate import middle_relative_update
-from steering.train import heldout_batch
+from steering.cli.main import main
+from steering.evaluation.evaluate import middle_relative_update
+from steering.training.train import heldout_batch
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from steering.analysis.regimes import (
     relative_difference,
     tolerance_scaling,
 )
-from steering.ode import SolverConfig, SolverStepLimitError
+from steering.model.ode import SolverConfig, SolverStepLimitError
 
 
 def test_each_u_is_its_own_solve_and_nfe_is_counted(small_hybrid, small_tokenizer):

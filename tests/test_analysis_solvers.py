@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from steering.analysis.solvers import compare_solvers, relative_divergence
-from steering.ode import SolverConfig
+from steering.model.ode import SolverConfig
 
 REFERENCE = SolverConfig("dopri5", rtol=1e-7, atol=1e-9)
 

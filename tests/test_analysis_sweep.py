@@ -4,7 +4,7 @@ import torch
 
 from steering.analysis.inputs import prompt_tensor
 from steering.analysis.sweep import next_token_distribution, steering_sweep
-from steering.ode import SolverConfig
+from steering.model.ode import SolverConfig
 
 
 def test_next_token_distribution_is_the_models_output(small_hybrid, small_tokenizer):

@@ -5,7 +5,7 @@ from torchdiffeq import odeint
 
 from steering.analysis.inputs import tau_values, u_grid_array
 from steering.analysis.trajectories import compute_trajectory, infer_adaptive_steps, pooled
-from steering.ode import SolverConfig, SolverStepLimitError
+from steering.model.ode import SolverConfig, SolverStepLimitError
 
 PROMPT = "The movie was great"
 

@@ -1,4 +1,4 @@
-"""The logic behind the lab's pages (steering/lab.py) and its own figure builders, without Streamlit."""
+"""The logic behind the lab's pages (steering/lab/logic.py) and its own figure builders, without Streamlit."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from steering import lab
 from steering.figures.steer import display_token, steer_figure
 from steering.figures.training import ema, global_steps, training_curves_figure
+from steering.lab import logic as lab
 
 
 def test_query_params_round_trip():
@@ -208,7 +208,7 @@ def test_regimes_in_chunks_equal_one_sweep(small_hybrid, small_tokenizer):
 
 def test_steer_view_is_deterministic_in_u(small_hybrid, small_tokenizer):
     from steering.analysis.pca import fit_pca_map
-    from steering.ode import SolverConfig
+    from steering.model.ode import SolverConfig
 
     pca = fit_pca_map(small_hybrid, small_tokenizer, ["The movie was"], [-1.0, 1.0])
     views = [

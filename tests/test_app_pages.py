@@ -188,7 +188,7 @@ def test_sentiment_slider_changes_text_and_trajectory(lab_env):
 
 
 def test_a_slider_step_finds_its_view_computed_ahead(lab_env, monkeypatch):
-    from steering import lab
+    from steering.lab import logic as lab
 
     computed = []
     real = lab.compute_steer_view
@@ -373,7 +373,7 @@ def test_trajectory_page_follows_the_slider(lab_env):
 
 
 def test_regimes_page_shows_every_switch_and_the_alignment_test(lab_env):
-    from steering.evaluate import PROBE_PROMPT_VARIANTS
+    from steering.evaluation.evaluate import PROBE_PROMPT_VARIANTS
 
     at = run_app({"prompt": "The movie was"}, page="pages/regimes.py")
     no_exception(at)

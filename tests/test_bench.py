@@ -15,11 +15,11 @@ import math
 import pytest
 import torch
 
-from steering import bench
-from steering.__main__ import main
-from steering.checkpoint import save_checkpoint
-from steering.model import ModelConfig, build_model
-from steering.ode import SolverConfig
+from steering.cli.main import main
+from steering.evaluation import bench
+from steering.model.ode import SolverConfig
+from steering.model.transformer import ModelConfig, build_model
+from steering.training.checkpoint import save_checkpoint
 
 # Big enough that 64 stored Euler steps (about 1 MB each) stand far above allocator noise.
 BENCH_SMALL = dict(vocab_size=300, block_size=64, d_model=64, n_heads=2, field_hidden=128, control_embed_dim=8)
@@ -131,7 +131,7 @@ def test_a_fast_decoding_step_multiplies_exactly_the_weights_counted(fixture, re
     (the field's output product has one extra row, its biases, fed by a constant 1)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from steering.decode import new_stepper
+    from steering.inference.decode import new_stepper
 
     class CountMatmuls(TorchDispatchMode):  # FlopCounterMode has no formula for the in-place addmm_
         macs = 0

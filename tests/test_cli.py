@@ -109,10 +109,10 @@ def test_a_command_without_solver_flags_solves_as_the_checkpoint_trained(small_d
 
     import torch
 
-    from steering.__main__ import solver_from_args
-    from steering.checkpoint import save_checkpoint
-    from steering.generate import generate
-    from steering.ode import SolverConfig
+    from steering.cli.main import solver_from_args
+    from steering.inference.generate import generate
+    from steering.model.ode import SolverConfig
+    from steering.training.checkpoint import save_checkpoint
 
     rk4 = small_depth_hybrid.training_solver
     assert rk4 == SolverConfig("rk4", steps=1)

@@ -1,12 +1,12 @@
-"""The fast decoder (steering/decode.py): the general path's tokens, from fused ops on a static cache."""
+"""The fast decoder (steering/inference/decode.py): the general path's tokens, from fused ops on a static cache."""
 
 import pytest
 import torch
 
-from steering.decode import can_decode_fast, fast_sample_tokens, new_stepper, packed
-from steering.generate import generate, sample_tokens
-from steering.ode import SolverConfig
-from steering.sampling import GREEDY, Cancelled, Sampling
+from steering.inference.decode import can_decode_fast, fast_sample_tokens, new_stepper, packed
+from steering.inference.generate import generate, sample_tokens
+from steering.inference.sampling import GREEDY, Cancelled, Sampling
+from steering.model.ode import SolverConfig
 
 MODELS = ("small_hybrid", "small_mixing_hybrid", "small_entry_hybrid", "small_depth_hybrid", "small_discrete")
 FIXED = (

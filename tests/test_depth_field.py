@@ -1,14 +1,14 @@
-"""The depth-varying field (steering/depth_field.py): weights that are polynomials in τ, RK4's error estimate,
+"""The depth-varying field (steering/model/depth_field.py): weights that are polynomials in τ, RK4's error estimate,
 and a checkpoint that saves and loads."""
 
 import numpy as np
 import pytest
 import torch
 
-from steering.checkpoint import load_checkpoint, save_checkpoint
-from steering.depth_field import legendre_basis
-from steering.model import ModelConfig
-from steering.ode import SolverConfig, rk4_error_estimate, solve_block
+from steering.model.depth_field import legendre_basis
+from steering.model.ode import SolverConfig, rk4_error_estimate, solve_block
+from steering.model.transformer import ModelConfig
+from steering.training.checkpoint import load_checkpoint, save_checkpoint
 
 
 def test_the_basis_is_the_shifted_legendre_polynomials():
@@ -96,7 +96,7 @@ def test_the_rk4_error_penalty_comes_on_without_a_jump():
     squared ramp starts at 0, moves each step by at most 2/ramp of the weight and ends at the full weight."""
     from dataclasses import replace
 
-    from steering.train import _solver_error_share, make_config
+    from steering.training.train import _solver_error_share, make_config
 
     cfg = replace(make_config(), solver_error_start=200, solver_error_ramp=400)
     shares = [_solver_error_share(step, cfg) for step in range(0, 1000)]
@@ -107,7 +107,7 @@ def test_the_rk4_error_penalty_comes_on_without_a_jump():
 
 
 def test_the_overlap_penalty_is_refused_for_a_depth_varying_field():
-    from steering.train import make_config
+    from steering.training.train import make_config
 
     with pytest.raises(ValueError, match="overlap-weight applies to the shared-weight field"):
         make_config("tiny", field_basis=2, field_heads=2, overlap_weight=1.0)

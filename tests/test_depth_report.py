@@ -5,12 +5,12 @@ import json
 import pytest
 import torch
 
-from steering.__main__ import main
-from steering.checkpoint import CheckpointError, load_model_or_saved_state, save_checkpoint
-from steering.depth_report import depth_report, format_report
-from steering.evaluate import bits_per_byte, heldout_openings
-from steering.ode import SolverConfig
-from steering.train import _make_optimizer, _save_state
+from steering.cli.main import main
+from steering.evaluation.depth_report import depth_report, format_report
+from steering.evaluation.evaluate import bits_per_byte, heldout_openings
+from steering.model.ode import SolverConfig
+from steering.training.checkpoint import CheckpointError, load_model_or_saved_state, save_checkpoint
+from steering.training.train import _make_optimizer, _save_state
 
 
 def test_the_report_measures_the_block_as_the_evaluation_does(small_depth_hybrid, small_tokenizer):

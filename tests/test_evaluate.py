@@ -7,13 +7,15 @@ from collections import Counter
 import pytest
 import torch
 
-from steering import data, evaluate, lab
-from steering.__main__ import main
-from steering.checkpoint import load_checkpoint, read_log
-from steering.generate import sample_tokens
-from steering.ode import SolverConfig
-from steering.sampling import GREEDY
-from steering.tokenizer import decode, encode
+from steering.cli.main import main
+from steering.data import reviews as data
+from steering.data.tokenizer import decode, encode
+from steering.evaluation import evaluate
+from steering.inference.generate import sample_tokens
+from steering.inference.sampling import GREEDY
+from steering.lab import logic as lab
+from steering.model.ode import SolverConfig
+from steering.training.checkpoint import load_checkpoint, read_log
 
 PROBABILITIES = (
     "repeated_trigram_rate",
@@ -212,7 +214,7 @@ def test_steering_is_judged_at_steer_u(tiny_trained_pair):
 
 
 def test_sampling_sweep_judges_each_sampler_on_the_same_prompts(tiny_trained_pair, capsys, monkeypatch):
-    from steering.sampling import Sampling
+    from steering.inference.sampling import Sampling
 
     hybrid, _ = tiny_trained_pair
     grid = {

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from steering import experiments
-from steering.__main__ import main
-from steering.activation_steering import (
+from steering.cli.main import main
+from steering.data.tokenizer import bos_id, encode
+from steering.evaluation import experiments
+from steering.evaluation.activation_steering import (
     ActivationSteered,
     SteeringCurve,
     pareto_verdict,
@@ -20,11 +21,10 @@ from steering.activation_steering import (
     steering_vector,
     symmetric_grid,
 )
-from steering.checkpoint import load_checkpoint
 from steering.figures.results import accuracy_fluency_figure
-from steering.generate import sample_tokens
-from steering.sampling import GREEDY
-from steering.tokenizer import bos_id, encode
+from steering.inference.generate import sample_tokens
+from steering.inference.sampling import GREEDY
+from steering.training.checkpoint import load_checkpoint
 
 REPO = Path(__file__).resolve().parent.parent
 # Every figure the issue asks for, by its place in results.json.

@@ -7,7 +7,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from steering.figure_export import png_size
+from steering.lab.figure_export import png_size
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from steering.generate import generate
-from steering.ode import SolverConfig
-from steering.sampling import GREEDY, filter_logits
+from steering.inference.generate import generate
+from steering.inference.sampling import GREEDY, filter_logits
+from steering.model.ode import SolverConfig
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,7 @@ def test_bad_sampling_arguments_are_refused(small_hybrid, small_tokenizer, kwarg
 
 
 def test_step_cap_is_reported_not_hung(small_hybrid, small_tokenizer):
-    from steering.ode import SolverStepLimitError
+    from steering.model.ode import SolverStepLimitError
 
     with pytest.raises(SolverStepLimitError, match="max_steps"):
         generate(
@@ -115,7 +115,7 @@ def test_token_mixing_field_caches_only_where_that_is_exact(small_mixing_hybrid,
 
 
 def test_no_repeat_ngram_bans_every_token_that_would_repeat_an_ngram(small_hybrid, small_tokenizer):
-    from steering.sampling import Sampling
+    from steering.inference.sampling import Sampling
 
     # greedy decoding of a random model loops; the ban must break every repeated token trigram
     plain = generate(small_hybrid, small_tokenizer, "the the the", max_new_tokens=30, sampling=GREEDY)[0]
@@ -138,7 +138,7 @@ def test_no_repeat_ngram_bans_every_token_that_would_repeat_an_ngram(small_hybri
 
 
 def test_repetition_penalty_lowers_only_tokens_already_in_the_text():
-    from steering.sampling import Sampling, penalize_repeats
+    from steering.inference.sampling import Sampling, penalize_repeats
 
     logits = torch.tensor([[2.0, -1.0, 3.0, 0.5]])
     history = torch.tensor([[0, 1]])
@@ -156,7 +156,7 @@ def test_repetition_penalty_lowers_only_tokens_already_in_the_text():
     ],
 )
 def test_bad_sampling_settings_are_refused(kwargs, message):
-    from steering.sampling import Sampling
+    from steering.inference.sampling import Sampling
 
     with pytest.raises(ValueError, match=message):
         Sampling(**kwargs)

@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from steering import data, judge
+from steering.data import reviews as data
+from steering.judges import judge
 
 POSITIVE = [
     "This movie was wonderful, a brilliant and moving film with great acting. I loved every minute of it.",

@@ -1,7 +1,7 @@
 """Which modules may import which, read from the source (AST) without importing anything.
 
 steering.analysis sits below the evaluation: `analyze` shares the evaluation's prompts and probes through
-steering.measures, never steering.evaluate. steering.figures draws plain numbers and arrays: it never
+steering.evaluation.measures, never steering.evaluation.evaluate. steering.figures draws plain numbers and arrays: it never
 imports torch or another steering module (the app's pages bring the model's numbers to it).
 """
 
@@ -42,7 +42,7 @@ def steering_imports(path: Path) -> set[str]:
 
 
 def test_imported_modules_resolves_relative_imports():
-    assert "steering.ode.SolverConfig" in imported_modules(PACKAGE / "analysis" / "cli.py")  # from ..ode
+    assert "steering.model.ode.SolverConfig" in imported_modules(PACKAGE / "analysis" / "cli.py")  # from ..ode
     assert "steering.analysis.middle" in imported_modules(PACKAGE / "evaluate.py")  # from .analysis.middle
     assert "steering.analysis.pca" in imported_modules(PACKAGE / "analysis" / "__init__.py")  # from .pca
     assert "numpy" in imported_modules(PACKAGE / "figures" / "flow.py")
@@ -51,18 +51,20 @@ def test_imported_modules_resolves_relative_imports():
 def test_no_analysis_module_imports_the_evaluation():
     offenders = {
         module_name(path): sorted(
-            m for m in steering_imports(path) if m == "steering.evaluate" or m.startswith("steering.evaluate.")
+            m
+            for m in steering_imports(path)
+            if m == "steering.evaluation.evaluate" or m.startswith("steering.evaluation.evaluate.")
         )
         for path in sorted((PACKAGE / "analysis").glob("*.py"))
     }
     assert not {k: v for k, v in offenders.items() if v}, (
-        "steering.analysis must not import steering.evaluate (share code through steering.measures)"
+        "steering.analysis must not import steering.evaluation.evaluate (share code through steering.evaluation.measures)"
     )
 
 
 def test_the_shared_measures_sit_below_evaluation_and_analysis():
     below = steering_imports(PACKAGE / "measures.py")
-    assert not {m for m in below if m.startswith(("steering.evaluate", "steering.analysis"))}
+    assert not {m for m in below if m.startswith(("steering.evaluation.evaluate", "steering.analysis"))}
 
 
 def test_figures_import_neither_torch_nor_the_model():
@@ -80,7 +82,7 @@ def test_figures_import_neither_torch_nor_the_model():
 
 
 def test_evaluate_reexports_the_shared_measures_unchanged():
-    from steering import evaluate, measures
+    from steering.evaluation import evaluate, measures
 
     for name in (
         "FULL",

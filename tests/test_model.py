@@ -3,8 +3,8 @@ import math
 
 import torch
 
-from steering.model import DiscreteTransformer, HybridODETransformer, ModelConfig, language_model_loss
-from steering.ode import SolverConfig
+from steering.model.ode import SolverConfig
+from steering.model.transformer import DiscreteTransformer, HybridODETransformer, ModelConfig, language_model_loss
 
 
 def test_shapes_and_parameter_layout(small_hybrid, small_discrete):
@@ -91,7 +91,7 @@ def test_solver_choice_is_a_plain_argument(small_hybrid):
 
 
 def test_cached_attention_matches_full_attention_as_its_buffers_grow():
-    from steering.attention import CausalSelfAttention
+    from steering.model.attention import CausalSelfAttention
 
     torch.manual_seed(0)
     attn = CausalSelfAttention(32, 4).eval()
@@ -129,8 +129,8 @@ def _saved_and_rebuilt(model, folder):
     """model saved as a float32 checkpoint, then built again from its files: (config dict, model in eval mode)."""
     from safetensors.torch import load_file
 
-    from steering.checkpoint import save_checkpoint
-    from steering.model import build_model
+    from steering.model.transformer import build_model
+    from steering.training.checkpoint import save_checkpoint
 
     save_checkpoint(model, folder, dtype=torch.float32)
     loaded = json.loads((folder / "config.json").read_text())

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from steering.ode import (
+from steering.model.ode import (
     ControlledVectorField,
     SolverConfig,
     SolverStepLimitError,
@@ -159,7 +159,7 @@ def test_adjoint_and_direct_backprop_give_the_same_gradients():
 def test_euler_fast_path_matches_torchdiffeq_euler():
     from torchdiffeq import odeint
 
-    from steering.ode import _FieldUnderControl
+    from steering.model.ode import _FieldUnderControl
 
     field = make_field()
     h0 = torch.randn(2, 5, 16)

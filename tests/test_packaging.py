@@ -37,9 +37,9 @@ def test_dev_extra_is_requirements_dev_txt_without_its_runtime_line():
 
 
 def test_console_script_is_the_python_m_entry_point():
-    import steering.__main__ as cli
+    import steering.cli.main as cli
 
-    assert PYPROJECT["project"]["scripts"] == {"steering": "steering.__main__:main"}
+    assert PYPROJECT["project"]["scripts"] == {"steering": "steering.cli.main:main"}
     module, function = PYPROJECT["project"]["scripts"]["steering"].split(":")
     assert module == cli.__name__ and getattr(cli, function) is cli.main
 

@@ -3,9 +3,9 @@ import time
 
 import pytest
 
-from steering.lab import U_MAX, U_STEP, neighbour_controls, worth_computing_ahead
-from steering.ode import SolverConfig
-from steering.prefetch import Prefetcher
+from steering.lab.logic import U_MAX, U_STEP, neighbour_controls, worth_computing_ahead
+from steering.lab.prefetch import Prefetcher
+from steering.model.ode import SolverConfig
 
 
 class Counting:
@@ -111,9 +111,9 @@ def test_close_waits_for_the_job_in_progress_and_stops_working_ahead():
 
 
 # ---------------------------------------------------------------- the model lock and the range work-ahead
-from steering.lab import range_controls, snap_u  # noqa: E402
-from steering.prefetch import FairLock  # noqa: E402
-from steering.sampling import Cancelled  # noqa: E402
+from steering.inference.sampling import Cancelled  # noqa: E402
+from steering.lab.logic import range_controls, snap_u  # noqa: E402
+from steering.lab.prefetch import FairLock  # noqa: E402
 
 
 def test_fair_lock_serves_a_waiting_page_before_the_work_ahead_takes_it_back():

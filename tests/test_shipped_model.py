@@ -8,11 +8,11 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from steering import evaluate
-from steering.__main__ import build_parser
-from steering.checkpoint import ASSETS, load_checkpoint
-from steering.train import make_config, train_config_fields
-from steering.train_config import train_config_from_dict
+from steering.cli.main import build_parser
+from steering.evaluation import evaluate
+from steering.training.checkpoint import ASSETS, load_checkpoint
+from steering.training.config import train_config_from_dict
+from steering.training.train import make_config, train_config_fields
 
 ROOT = ASSETS.parent
 
@@ -77,8 +77,8 @@ def _recipe_lines(device: str = "cpu", script_name: str = "train_shipped.sh") ->
 def test_the_depth_recipe_trains_on_the_discrete_baselines_batches_with_no_more_parameters():
     """scripts/train_depth.sh (issue 33's candidate D2): every flag a kept option, the shipped discrete
     baseline's tokenizer, data, seed and schedule, a depth-varying field, and at most its parameters."""
-    from steering.model import build_model
-    from steering.train import model_config
+    from steering.model.transformer import build_model
+    from steering.training.train import model_config
 
     ((command, *words),) = _recipe_lines(script_name="train_depth.sh")
     args = build_parser().parse_args([command, *[w for w in words if w != "$@"]])
@@ -102,7 +102,7 @@ def test_every_flag_of_the_recipe_is_a_training_option_on_either_device(device):
     """The recipe runs unchanged with DEVICE=cuda; each of its flags sets a kept training option."""
     from dataclasses import fields
 
-    from steering.train_config import TrainConfig
+    from steering.training.config import TrainConfig
 
     parser = build_parser()
     train_parser = parser._subparsers._group_actions[0].choices["train"]

@@ -1,11 +1,11 @@
-"""The Steer page's views computed several controls at a time (steering.lab.compute_steer_views)."""
+"""The Steer page's views computed several controls at a time (steering.lab.logic.compute_steer_views)."""
 
 import numpy as np
 import pytest
 
-from steering import lab
-from steering.ode import SolverConfig
-from steering.sampling import Cancelled
+from steering.inference.sampling import Cancelled
+from steering.lab import logic as lab
+from steering.model.ode import SolverConfig
 
 CONTROLS = [(-2.0, 0.0), (-0.05, 0.0), (0.5, 1.0), (2.0, 0.0)]
 
@@ -22,7 +22,7 @@ def _general_view(model, tok, pca, prompt, control, solver, max_new_tokens):
     from steering.analysis.pca import project_trajectory
     from steering.analysis.sweep import next_token_distribution
     from steering.analysis.trajectories import compute_trajectory
-    from steering.generate import generate
+    from steering.inference.generate import generate
 
     gen = generate(
         model,

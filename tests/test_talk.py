@@ -1,4 +1,4 @@
-"""The offline talk demo (steering/talk.py, steering/figures/talk.py, `python -m steering export-talk`).
+"""The offline talk demo (steering/lab/talk.py, steering/figures/talk.py, `python -m steering export-talk`).
 
 On a small random checkpoint (seconds): the grid holds every one of the 41 × 3 controls, the HTML
 is self-contained (plotly.js inlined, nothing loaded from anywhere), its data survives the trip
@@ -16,8 +16,9 @@ import plotly
 import pytest
 import torch
 
-from steering import lab, talk
 from steering.figures import talk as talk_figures
+from steering.lab import logic as lab
+from steering.lab import talk
 
 NEW_TOKENS = 6
 REGIME_POINTS = 5
@@ -28,8 +29,8 @@ def _small_checkpoint(folder, tokenizer):
     """A random small hybrid with a strong field (as tests/lab_checkpoints.py makes its hybrid)."""
     from lab_checkpoints import SIZE
 
-    from steering.checkpoint import save_checkpoint
-    from steering.model import HybridODETransformer, ModelConfig
+    from steering.model.transformer import HybridODETransformer, ModelConfig
+    from steering.training.checkpoint import save_checkpoint
 
     torch.manual_seed(0)
     model = HybridODETransformer(ModelConfig(arch="hybrid", **{**SIZE, "vocab_size": tokenizer.get_vocab_size()}))
@@ -43,7 +44,7 @@ def _small_checkpoint(folder, tokenizer):
 def built(tmp_path_factory, small_tokenizer):
     """(model, tok, pca map, TalkData, html) for two prompts, one of them hostile to HTML."""
     from steering.analysis.pca import fit_pca_map
-    from steering.checkpoint import load_checkpoint
+    from steering.training.checkpoint import load_checkpoint
 
     root = tmp_path_factory.mktemp("talk")
     ckpt = _small_checkpoint(root / "ckpt", small_tokenizer)
@@ -242,7 +243,7 @@ def test_a_discrete_model_is_refused(small_discrete, small_tokenizer):
 
 
 def test_the_cli_writes_the_file(tmp_path, small_tokenizer, monkeypatch, capsys):
-    from steering.__main__ import main
+    from steering.cli.main import main
 
     ckpt = _small_checkpoint(tmp_path / "ckpt", small_tokenizer)
     monkeypatch.setenv("STEERING_CACHE", str(tmp_path / "cache"))
@@ -281,7 +282,7 @@ def test_the_cli_writes_the_file(tmp_path, small_tokenizer, monkeypatch, capsys)
 
 
 def test_the_page_opens_at_the_control_asked_for(tmp_path, small_tokenizer, monkeypatch, capsys):
-    from steering.__main__ import main
+    from steering.cli.main import main
 
     ckpt = _small_checkpoint(tmp_path / "ckpt", small_tokenizer)
     monkeypatch.setenv("STEERING_CACHE", str(tmp_path / "cache"))
@@ -302,7 +303,7 @@ def test_the_page_opens_at_the_control_asked_for(tmp_path, small_tokenizer, monk
 
 
 def test_the_cli_reports_a_bad_checkpoint(tmp_path, capsys):
-    from steering.__main__ import main
+    from steering.cli.main import main
 
     assert main(["export-talk", "--out", str(tmp_path / "t.html"), "--checkpoint", str(tmp_path / "none")]) == 2
     assert "checkpoint folder not found" in capsys.readouterr().err

@@ -23,7 +23,7 @@ NOW_NAME = """() => { const gd = document.getElementById('talk-steer');
 def talk_file(tmp_path_factory, small_tokenizer):
     from test_talk import _small_checkpoint
 
-    from steering.talk import export_talk
+    from steering.lab.talk import export_talk
 
     root = tmp_path_factory.mktemp("talk-browser")
     ckpt = _small_checkpoint(root / "ckpt", small_tokenizer)

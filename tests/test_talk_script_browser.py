@@ -20,8 +20,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from browser_lab import INSTANT, ROOT, browser, lab_server, no_traceback, open_page, wait_until_idle
 
-from steering import lab
-from steering import talk_scripts as talks
+from steering.lab import logic as lab
+from steering.lab import talk_scripts as talks
 
 SHOTS = ROOT / "test-output" / "talk"
 TALK = "paper-in-8-steps"

@@ -7,8 +7,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from steering import figure_export, lab
-from steering import talk_scripts as talks
+from steering.lab import figure_export
+from steering.lab import logic as lab
+from steering.lab import talk_scripts as talks
 
 TALK = "paper-in-8-steps"
 

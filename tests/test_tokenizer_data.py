@@ -1,7 +1,7 @@
 import pytest
 
-from steering import data
-from steering.tokenizer import bos_id, decode, encode, load_tokenizer
+from steering.data import reviews as data
+from steering.data.tokenizer import bos_id, decode, encode, load_tokenizer
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from steering import data
-from steering.checkpoint import CheckpointError, load_checkpoint, load_saved_state, read_log, save_checkpoint
-from steering.train import make_config, train
+from steering.data import reviews as data
+from steering.training.checkpoint import CheckpointError, load_checkpoint, load_saved_state, read_log, save_checkpoint
+from steering.training.train import make_config, train
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = dict(steps=40, stage2_steps=10, eval_every=20, max_reviews=1500)
@@ -119,8 +119,8 @@ def test_resume_continues_exactly_where_it_stopped(tmp_path, monkeypatch):
 
 
 def test_stage2_loss_contrasts_each_axis_and_also_fits_u_zero(small_hybrid):
-    from steering.model import language_model_loss
-    from steering.train import NEUTRAL_SHARE, stage2_loss
+    from steering.model.transformer import language_model_loss
+    from steering.training.train import NEUTRAL_SHARE, stage2_loss
 
     small_hybrid.eval()  # no path-roughness term, so the parts are plain LM and contrast
     torch.manual_seed(0)
@@ -141,7 +141,7 @@ def test_stage2_loss_contrasts_each_axis_and_also_fits_u_zero(small_hybrid):
 
 
 def test_stage2_style_axis_can_have_its_own_contrast_weight(small_hybrid):
-    from steering.train import stage2_loss
+    from steering.training.train import stage2_loss
 
     small_hybrid.eval()
     torch.manual_seed(1)
@@ -161,8 +161,8 @@ def test_stage2_style_axis_can_have_its_own_contrast_weight(small_hybrid):
 
 
 def test_alpha_init_reaches_the_model_from_the_training_config():
-    from steering.model import build_model
-    from steering.train import model_config
+    from steering.model.transformer import build_model
+    from steering.training.train import model_config
 
     assert make_config().alpha_init == 0.1
     model = build_model(model_config(make_config("tiny", alpha_init=1.0)))
@@ -170,8 +170,8 @@ def test_alpha_init_reaches_the_model_from_the_training_config():
 
 
 def test_stage1_loss_takes_the_roughness_relative_to_the_chosen_size(small_hybrid):
-    from steering.ode import path_roughness
-    from steering.train import stage1_loss
+    from steering.model.ode import path_roughness
+    from steering.training.train import stage1_loss
 
     torch.manual_seed(0)
     x = torch.randint(1, small_hybrid.config.vocab_size, (2, 10))
@@ -191,7 +191,7 @@ def test_stage1_loss_takes_the_roughness_relative_to_the_chosen_size(small_hybri
 
 
 def test_stage2_can_take_its_own_roughness_penalty(small_hybrid):
-    from steering.train import stage2_loss, stage2_view
+    from steering.training.train import stage2_loss, stage2_view
 
     same = make_config("tiny", roughness_weight=7.0, roughness_relative_to="field")
     assert stage2_view(same) == same  # unset: stage 2 keeps stage 1's penalty
@@ -276,8 +276,8 @@ def test_stage2_positive_side_scale_trains_the_controls_unequally(small_hybrid):
     """Side 0: the sentiment contrast of positive windows trains the model at -1 only (value unchanged)."""
     import torch.nn.functional as F
 
-    from steering.model import language_model_loss
-    from steering.train import stage2_loss
+    from steering.model.transformer import language_model_loss
+    from steering.training.train import stage2_loss
 
     small_hybrid.eval()
     torch.manual_seed(3)
@@ -369,7 +369,7 @@ def test_a_killed_bf16_run_resumes_with_the_uninterrupted_runs_losses(tmp_path):
 
 
 def test_bf16_training_keeps_the_solver_and_fp32_inference_agrees(tmp_path, small_tokenizer):
-    from steering.ode import SolverConfig
+    from steering.model.ode import SolverConfig
 
     out = train(make_config("tiny", out=str(tmp_path / "bf16"), bf16=True, **QUICK), progress=False)
     model, tok, config = load_checkpoint(out)
@@ -398,7 +398,7 @@ def test_bf16_training_keeps_the_solver_and_fp32_inference_agrees(tmp_path, smal
 def test_old_configs_load_and_one_warning_names_the_removed_options_that_mattered(small_checkpoint):
     from dataclasses import asdict
 
-    from steering.train_config import REMOVED_OPTIONS, RemovedOptionWarning, train_config_from_dict
+    from steering.training.config import REMOVED_OPTIONS, RemovedOptionWarning, train_config_from_dict
 
     # the previous shipped pair's records (tests/data) and the flagship's, written before the options went
     shipped = json.loads((ROOT / "tests" / "data" / "previous_pair_train_options.json").read_text())
@@ -435,7 +435,7 @@ def test_old_configs_load_and_one_warning_names_the_removed_options_that_mattere
 
 
 def test_train_help_is_a_short_manual_in_groups(monkeypatch, capsys):
-    from steering.__main__ import build_parser
+    from steering.cli.main import build_parser
 
     monkeypatch.setenv("COLUMNS", "80")  # what a pipe (`| wc -l`) gets
     with pytest.raises(SystemExit):

@@ -2,8 +2,8 @@
 
 import json
 
-from steering import train_bench
-from steering.__main__ import main
+from steering.cli.main import main
+from steering.training import bench as train_bench
 
 
 def test_bench_train_reports_both_precisions_for_both_archs(monkeypatch, capsys):

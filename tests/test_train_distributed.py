@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from process_tree import Launched
 
-from steering.checkpoint import load_checkpoint, read_log
+from steering.training.checkpoint import load_checkpoint, read_log
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS, STAGE2_STEPS = 16, 4
@@ -61,7 +61,7 @@ HOLD_RANK1 = """
 import os, runpy, sys, time
 from pathlib import Path
 
-import steering.distributed
+import steering.training.distributed
 
 def held_back(*args, **kwargs):
     rank, world = setup(*args, **kwargs)
@@ -69,7 +69,7 @@ def held_back(*args, **kwargs):
         time.sleep(0.05)
     return rank, world
 
-setup, steering.distributed.start = steering.distributed.start, held_back
+setup, steering.training.distributed.start = steering.training.distributed.start, held_back
 sys.argv = ["steering", "train", *sys.argv[1:]]
 runpy.run_module("steering", run_name="__main__")
 """
@@ -136,14 +136,14 @@ def test_a_killed_worker_ends_the_run_and_resume_completes_it(late_rank, tmp_pat
 RESTARTED_RANK0_LATE = """
 import os, runpy, sys, time
 
-import steering.distributed
+import steering.training.distributed
 
 def late(*args, **kwargs):
     if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0" and os.environ["RANK"] == "0":
         time.sleep(3)
     return start(*args, **kwargs)
 
-start, steering.distributed.start = steering.distributed.start, late
+start, steering.training.distributed.start = steering.training.distributed.start, late
 sys.argv = ["steering", "train", *sys.argv[1:]]
 runpy.run_module("steering", run_name="__main__")
 """

@@ -1,4 +1,4 @@
-"""Training on one's own labelled file (steering/user_data.py): reading, the axis mapping, the split, and
+"""Training on one's own labelled file (steering/data/user_data.py): reading, the axis mapping, the split, and
 every bad input's one-line message (exit code 2, nothing written)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from user_files import labelled_rows, write_csv, write_jsonl, write_parquet
 
-from steering import user_data
-from steering.__main__ import main
+from steering.cli.main import main
+from steering.data import user_data
 
 AXES = ["formality=register:casual,formal", "topic=topic"]
 
@@ -181,7 +181,7 @@ def _dir(tmp_path, name):
 
 
 def test_the_lab_keeps_the_shipped_words_for_a_checkpoint_of_the_movie_corpus():
-    from steering import lab
+    from steering.lab import logic as lab
 
     texts = lab.model_texts({"model": {}, "meta": {"train": {}}})
     assert texts.labels == ("Sentiment u₁  (− negative … + positive)", "Style u₂  (− critic blurb … + user review)")
@@ -192,7 +192,7 @@ def test_the_lab_keeps_the_shipped_words_for_a_checkpoint_of_the_movie_corpus():
 
 
 def test_a_one_axis_model_names_its_axis_and_leaves_the_second_slider_unused():
-    from steering import lab
+    from steering.lab import logic as lab
 
     axis = user_data.Axis(
         "toxicity", "label", "binary", "civil", "toxic", probe_words={"negative": ["thanks"], "positive": ["idiot"]}
@@ -210,8 +210,8 @@ def test_a_one_axis_model_names_its_axis_and_leaves_the_second_slider_unused():
 def test_batches_of_a_user_file_pack_texts_of_one_group_with_their_control(tmp_path):
     import torch
 
-    from steering import data
-    from steering.tokenizer import bos_id, train_tokenizer
+    from steering.data import reviews as data
+    from steering.data.tokenizer import bos_id, train_tokenizer
 
     corpus = user_data.load_corpus(write_csv(tmp_path / "r.csv", labelled_rows()), "text", AXES)
     tok = train_tokenizer((r.text for r in corpus.train), 300)
@@ -227,8 +227,8 @@ def test_batches_of_a_user_file_pack_texts_of_one_group_with_their_control(tmp_p
 
 
 def test_without_data_training_reads_the_movie_corpus_as_before():
-    from steering import data
-    from steering.train import _training_reviews, _user_corpus, make_config
+    from steering.data import reviews as data
+    from steering.training.train import _training_reviews, _user_corpus, make_config
 
     cfg = make_config("tiny")
     assert (cfg.data, cfg.text_column, cfg.axes) == ("", "", ())
@@ -240,9 +240,9 @@ def test_without_data_training_reads_the_movie_corpus_as_before():
 def test_a_run_on_a_user_file_resumes_where_it_stopped(tmp_path, monkeypatch):
     import torch
 
-    from steering import data
-    from steering.checkpoint import load_checkpoint, read_log
-    from steering.train import make_config, train
+    from steering.data import reviews as data
+    from steering.training.checkpoint import load_checkpoint, read_log
+    from steering.training.train import make_config, train
 
     path = write_csv(tmp_path / "rows.csv", labelled_rows())
     short = dict(

@@ -13,8 +13,8 @@ from streamlit.testing.v1 import AppTest
 from test_app_pages import APP, TIMEOUT, chart, instant, no_exception
 from user_files import labelled_rows, write_csv
 
-from steering.__main__ import main
-from steering.checkpoint import ASSETS
+from steering.cli.main import main
+from steering.training.checkpoint import ASSETS
 
 AXES = ["--axis", "formality=register:casual,formal", "--axis", "topic=topic"]
 SHORT = ["--preset", "tiny", "--steps", "30", "--stage2-steps", "10", "--eval-every", "10", "--no-progress"]

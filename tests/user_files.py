@@ -1,5 +1,5 @@
 """Small labelled files with two attributes that are not sentiment (formality, topic), for the tests of
-training on one's own data (steering/user_data.py)."""
+training on one's own data (steering/data/user_data.py)."""
 
 from __future__ import annotations
 

@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from steering.checkpoint import load_checkpoint  # noqa: E402
-from steering.data import normalize_blurb  # noqa: E402  (the text the model was trained on)
+from steering.data.reviews import normalize_blurb  # noqa: E402  (the text the model was trained on)
+from steering.training.checkpoint import load_checkpoint  # noqa: E402
 
 
 def openings(sources=("imdb", "rotten_tomatoes"), per_group=100, chars=300):

@@ -23,9 +23,9 @@ from sklearn.model_selection import cross_val_score
 from sklearn.pipeline import make_pipeline, make_union
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from steering import data  # noqa: E402
-from steering.checkpoint import load_checkpoint  # noqa: E402
-from steering.generate import sample_tokens  # noqa: E402
+from steering.data import reviews as data  # noqa: E402
+from steering.inference.generate import sample_tokens  # noqa: E402
+from steering.training.checkpoint import load_checkpoint  # noqa: E402
 
 
 def main():

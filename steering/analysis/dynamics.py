@@ -29,7 +29,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torchdiffeq import odeint
 
-from ..ode import SolverStepLimitError
+from ..model.ode import SolverStepLimitError
 from .inputs import axis_control, control_vector, prompt_tensor, tau_grid, u_grid_array
 
 

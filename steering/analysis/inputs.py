@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from ..ode import CONTROL_AXES, CONTROL_LIMIT, TRAINING_SOLVER, SolverConfig, validate_control, validate_tau_grid
-from ..tokenizer import bos_id, decode, encode
+from ..data.tokenizer import bos_id, decode, encode
+from ..model.ode import CONTROL_AXES, CONTROL_LIMIT, TRAINING_SOLVER, SolverConfig, validate_control, validate_tau_grid
 
 # A smooth path solver for pictures: 8 RK4 steps follow the continuous flow closely at a fixed cost.
 PATH_SOLVER = SolverConfig("rk4", steps=8)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..tokenizer import decode
+from ..data.tokenizer import decode
 from .inputs import control_vector, model_solver, prompt_tensor, tau_grid
 
 

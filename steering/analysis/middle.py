@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from ..model import language_model_loss
+from ..model.transformer import language_model_loss
 
 
 def relative_update(h_in: torch.Tensor, h_out: torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..ode import SolverConfig
+from ..model.ode import SolverConfig
 from .inputs import PATH_SOLVER, axis_control, prompt_tensor, solver_config, tau_grid, u_grid_array
 from .trajectories import Trajectory, pooled
 

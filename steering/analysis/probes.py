@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..tokenizer import bos_id, encode
+from ..data.tokenizer import bos_id, encode
 from .inputs import control_vector, model_solver, tau_values
 
 DEFAULT_TAUS = (0.0, 0.25, 0.5, 0.67, 0.75, 1.0)
@@ -86,7 +86,7 @@ def linear_probes(
 ) -> Probes:
     """Held-out accuracy of a logistic regression on mean-pooled H(τ), for each τ.
 
-    reviews: objects with .text and .label (0/1), e.g. steering.data.heldout_reviews().
+    reviews: objects with .text and .label (0/1), e.g. steering.data.reviews.heldout_reviews().
     A balanced sample of at most max_reviews is used, each cut to its first max_tokens tokens.
     """
     from sklearn.linear_model import LogisticRegression

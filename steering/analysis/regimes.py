@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..ode import ADAPTIVE_SOLVERS, SolverConfig
+from ..model.ode import ADAPTIVE_SOLVERS, SolverConfig
 from .changepoints import Segment, Switch, level_switches
 from .inputs import axis_control, prompt_tensor, target_token_ids, u_grid_array
 from .sweep import target_probabilities

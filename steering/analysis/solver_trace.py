@@ -34,7 +34,7 @@ from torchdiffeq import odeint
 from torchdiffeq._impl.misc import _compute_error_ratio, _rms_norm
 from torchdiffeq._impl.odeint import SOLVERS as TORCHDIFFEQ_SOLVERS
 
-from ..ode import SolverConfig, SolverStepLimitError
+from ..model.ode import SolverConfig, SolverStepLimitError
 from .dynamics import symmetric_top_eigenvalues
 from .inputs import REFERENCE_SOLVER, axis_control, prompt_tensor, tau_grid, u_grid_array
 

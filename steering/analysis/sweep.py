@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..tokenizer import decode
+from ..data.tokenizer import decode
 from .inputs import (
     axis_control,
     control_vector,

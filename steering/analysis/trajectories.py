@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..ode import SolverConfig
+from ..model.ode import SolverConfig
 from .inputs import control_vector, prompt_tensor, solver_config, tau_grid, tau_values
 
 

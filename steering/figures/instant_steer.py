@@ -1,6 +1,6 @@
 """The Steer page's instant view: a sentiment slider whose every position is already in the browser.
 
-Once the page has computed the whole sentiment range (steering/prefetch.py works it out in the
+Once the page has computed the whole sentiment range (steering/lab/prefetch.py works it out in the
 background), moving the slider needs no server round trip: the browser swaps the text, the badges,
 the next-token bars and the path in the PCA map from data it holds. Positions not computed yet are
 asked of the server, which the component tells through its `sentiment` state, as a Streamlit widget

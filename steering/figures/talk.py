@@ -1,6 +1,6 @@
 """The offline talk demo as one self-contained HTML file (plain data in, HTML text out; no model here).
 
-Input: a steering.talk.TalkData (any object with its fields fits). The figures are the lab's own
+Input: a steering.lab.talk.TalkData (any object with its fields fits). The figures are the lab's own
 builders (steer_figure, pca_paths_figure, nfe_regimes_figure, divergence_figure), serialised to
 plotly JSON; the page's script only swaps precomputed pieces in and calls Plotly.react, so a
 slider step costs a lookup and two redraws. plotly.js is inlined and a Content-Security-Policy
@@ -342,7 +342,7 @@ def footer_html(data) -> str:
     made_by = (
         ""
         if getattr(data, "made_by_cli", True)
-        else " the lab's “Build offline demo” button (steering.talk.talk_html_bytes); the same file from a shell"
+        else " the lab's “Build offline demo” button (steering.lab.talk.talk_html_bytes); the same file from a shell"
     )
     trained = ("; trained " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in training.items())) if training else ""
     first, second = axis_words(data)

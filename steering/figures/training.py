@@ -1,6 +1,6 @@
 """Training curves of the hybrid against the discrete baseline, from the JSONL training logs.
 
-Each log is a list of records as steering.train writes them ({"stage", "step", "loss",
+Each log is a list of records as steering.training.train writes them ({"stage", "step", "loss",
 "grad_norm", "ode_grad_norm", "alpha", "val_loss", ...}). Stage 2 (steering) continues
 after stage 1 on one step axis and is shaded.
 """

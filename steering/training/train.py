@@ -33,11 +33,13 @@ from safetensors.torch import load, save_file
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
-from . import data, distributed, user_data
+from ..data import reviews as data
+from ..data import user_data
+from ..data.tokenizer import bos_id, load_tokenizer, train_tokenizer
+from ..model.transformer import ModelConfig, build_model, language_model_loss
+from . import distributed
 from .checkpoint import LOG, TOKENIZER, last_saved_state, save_checkpoint
-from .model import ModelConfig, build_model, language_model_loss
-from .tokenizer import bos_id, load_tokenizer, train_tokenizer
-from .train_config import CONTRAST_SCALE, NEUTRAL_SHARE, STAGE2_TRAINS, TrainConfig
+from .config import CONTRAST_SCALE, NEUTRAL_SHARE, STAGE2_TRAINS, TrainConfig
 
 EXPLODE_FACTOR = 10.0
 VANISH_THRESHOLD = 1e-7

@@ -19,7 +19,7 @@ cancels out as far as it can:
 * generation tokens/s of the hybrid with the KV cache over without it, greedy, from a
   prompt that with the new tokens fills the 128-token context.
 * decoding tokens/s of the hybrid at batch 1 on one thread, greedy, a 96-token prompt and 32
-  new tokens: the fast path (steering/decode.py) against the general one (the same cached
+  new tokens: the fast path (steering/inference/decode.py) against the general one (the same cached
   sampler with fast=False), runs alternating. A token's time is the difference between
   generating 32 tokens and generating 1, over 31, so the prompt's prefill is not billed to
   the decode rate. The floor beside it: one matrix product with as many weights as a token's
@@ -61,9 +61,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..model.ode import TRAINING_SOLVER, SolverConfig
+from ..model.transformer import DiscreteTransformer, HybridODETransformer, ModelConfig
 from .measures import heldout_prompts, solver_divergence
-from .model import DiscreteTransformer, HybridODETransformer, ModelConfig
-from .ode import TRAINING_SOLVER, SolverConfig
 
 DEMO_CONFIG = dict(d_model=256, n_heads=4, vocab_size=4096, block_size=128, field_hidden=512, control_embed_dim=32)
 LATENCY_BATCH, LATENCY_TOKENS = 8, 128
@@ -73,7 +73,7 @@ SWEEP_POINTS, SWEEP_PROMPT_TOKENS = 41, 16
 SWEEP_SOLVER = SolverConfig("dopri5", rtol=1e-3, atol=1e-4)
 SWEEP_PROMPT = "The film opens on a quiet street, and for a while nothing much happens"
 MIN_REPEATS = 7
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 GOALS = {
     "kv_cache_speedup": (">=", 5.0),
@@ -142,7 +142,7 @@ def decode_weight_macs(cfg: ModelConfig, solver: SolverConfig = TRAINING_SOLVER)
     Attention's products with the cached keys and values are left out: they read the cache, not
     weights, and depend on the position. The field evaluates `nfe` times per token (Euler: once a step).
     """
-    from .decode import STAGES
+    from ..inference.decode import STAGES
 
     d = cfg.d_model
     block = (4 + 2 * cfg.mlp_ratio) * d * d
@@ -214,8 +214,8 @@ def measure_fused_latency(
     solver: SolverConfig = TRAINING_SOLVER,
     seed: int = 0,
 ) -> LatencyResult:
-    """As measure_latency, through the decoder's fused forward (steering/decode.py) of every token's logits."""
-    from .decode import new_stepper
+    """As measure_latency, through the decoder's fused forward (inference/decode.py) of every token's logits."""
+    from ..inference.decode import new_stepper
 
     tokens = min(tokens, hybrid.config.block_size, discrete.config.block_size)
     gen = torch.Generator().manual_seed(seed)
@@ -240,7 +240,7 @@ DIVERGENCE_PROMPTS, DIVERGENCE_US = 6, (-2.0, 0.0, 2.0)  # as `python -m steerin
 
 def fixed_step_nfe(solver: SolverConfig) -> int:
     """Field evaluations of one fixed-step solve."""
-    from .decode import STAGES
+    from ..inference.decode import STAGES
 
     return solver.steps * STAGES[solver.method]
 
@@ -304,8 +304,8 @@ def measure_kv_cache(
     seed: int = 0,
 ) -> CacheResult:
     """Greedy generation of `new_tokens` after a prompt that together with them fills `context` tokens."""
-    from .generate import sample_tokens
-    from .sampling import GREEDY
+    from ..inference.generate import sample_tokens
+    from ..inference.sampling import GREEDY
 
     context = min(context, model.config.block_size)
     new_tokens = min(new_tokens, context - 1)
@@ -405,8 +405,8 @@ def measure_decode(
     threads: int = 1,
 ) -> DecodeResult:
     """Greedy decoding at batch 1 on `threads` torch threads: fast path and general path, alternating."""
-    from .generate import sample_tokens
-    from .sampling import GREEDY
+    from ..inference.generate import sample_tokens
+    from ..inference.sampling import GREEDY
 
     context = min(context, model.config.block_size)
     new_tokens = max(1, min(new_tokens, context - 1))
@@ -493,7 +493,7 @@ def _maxrss_bytes() -> int:
 def _load_models(spec: dict):
     if spec["source"] == "random":
         return random_demo_models(spec.get("config", DEMO_CONFIG), seed=spec.get("seed", 0))
-    from .checkpoint import load_checkpoint
+    from ..training.checkpoint import load_checkpoint
 
     hybrid, _, _ = load_checkpoint(spec["checkpoint"])
     return hybrid, None
@@ -555,7 +555,7 @@ def measure_training_memory(
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
     }
     code = (
-        "import json, sys; from steering.bench import memory_probe; "
+        "import json, sys; from steering.evaluation.bench import memory_probe; "
         "print(json.dumps(memory_probe(json.loads(sys.argv[1]))))"
     )
     done = subprocess.run(
@@ -587,7 +587,7 @@ def measure_regimes_sweep(model, tok=None, points: int = SWEEP_POINTS) -> SweepR
     """Time the NFE sweep over sentiment -2 ... +2 (style 0) at the sweep solver."""
     u_grid = torch.linspace(-2.0, 2.0, points)
     try:
-        from .analysis.regimes import nfe_regimes
+        from ..analysis.regimes import nfe_regimes
     except ImportError:
         nfe_regimes = None
     if nfe_regimes is not None and tok is not None:
@@ -629,8 +629,8 @@ def random_demo_models(config: dict = DEMO_CONFIG, seed: int = 0):
 
 
 def demo_tokenizer(vocab_size: int):
-    from . import data
-    from .tokenizer import train_tokenizer
+    from ..data import reviews as data
+    from ..data.tokenizer import train_tokenizer
 
     return train_tokenizer([r.text for r in data.train_reviews()[::8]], vocab_size)
 

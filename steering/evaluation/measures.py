@@ -1,8 +1,8 @@
 """The evaluation's prompts, generations and probes: the measurements `evaluate` and `analyze` share.
 
-`steering.evaluate` builds its report from these (and re-exports them); `steering.analysis.cli` runs
+`steering.evaluation.evaluate` builds its report from these (and re-exports them); `steering.cli.analyze` runs
 them one at a time. Both import them from here, so no analysis module depends on the evaluation.
-What each measures, and on which data: steering/evaluate.py's docstring.
+What each measures, and on which data: steering/evaluation/evaluate.py's docstring.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import data
-from .generate import sample_tokens
-from .ode import SolverConfig
-from .sampling import DEFAULT_SAMPLING, Sampling
-from .tokenizer import bos_id, decode, encode
+from ..data import reviews as data
+from ..data.tokenizer import bos_id, decode, encode
+from ..inference.generate import sample_tokens
+from ..inference.sampling import DEFAULT_SAMPLING, Sampling
+from ..model.ode import SolverConfig
 
 PROMPT_TOKENS = 8
 NEW_TOKENS = 40

@@ -1,7 +1,7 @@
 """`python -m steering figures`: the lab's key figures as slides, PNG (1920 x 1080) and SVG.
 
 Each figure is built by the same builder the lab's page uses (steering.figures), on the same
-computation, with the presenter mode's type size (steering.lab.figure_font_size(presenter=True)),
+computation, with the presenter mode's type size (steering.lab.logic.figure_font_size(presenter=True)),
 and written with plotly's own static export (Kaleido), which drives a Chrome or Chromium:
 
 - the BROWSER_PATH environment variable, when set (Kaleido and its browser driver honour it too);
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import lab
+from . import logic as lab
 
 WIDTH, HEIGHT = 1920, 1080
 FORMATS = ("png", "svg")
@@ -76,7 +76,7 @@ class _Model:
     @property
     def loaded(self):
         if self._loaded is None:
-            from .checkpoint import load_checkpoint
+            from ..training.checkpoint import load_checkpoint
 
             model, tok, _ = load_checkpoint(self.inputs.checkpoint)
             self._loaded = (model, tok)
@@ -85,7 +85,7 @@ class _Model:
     @property
     def pca(self):
         if self._pca is None:
-            from .analysis.pca import checkpoint_identity, pca_map_for_checkpoint
+            from ..analysis.pca import checkpoint_identity, pca_map_for_checkpoint
 
             model, tok = self.loaded
             cache = Path(os.environ.get("STEERING_CACHE", Path.home() / ".cache" / "steering")) / "pca"
@@ -94,13 +94,13 @@ class _Model:
 
 
 def _styled(fig, inputs: Inputs):
-    from .figures.steer import style_figure
+    from ..figures.steer import style_figure
 
     return style_figure(fig, inputs.font_size)
 
 
 def _steer(m: _Model, inputs: Inputs):
-    from .figures.steer import steer_figure
+    from ..figures.steer import steer_figure
 
     model, tok = m.loaded
     pca = m.pca
@@ -123,10 +123,10 @@ def _steer(m: _Model, inputs: Inputs):
 
 def _trajectories(dims: int):
     def build(m: _Model, inputs: Inputs):
-        from .analysis.inputs import PATH_SOLVER
-        from .analysis.pca import ProjectedPath
-        from .analysis.trajectories import compute_trajectory, pooled
-        from .figures.flow import pca_paths_figure
+        from ..analysis.inputs import PATH_SOLVER
+        from ..analysis.pca import ProjectedPath
+        from ..analysis.trajectories import compute_trajectory, pooled
+        from ..figures.flow import pca_paths_figure
 
         model, tok = m.loaded
         pca, solver = m.pca, PATH_SOLVER  # fine fixed steps: the path between its points is drawn straight
@@ -149,7 +149,7 @@ def _trajectories(dims: int):
 
 
 def _regimes(m: _Model, inputs: Inputs):
-    from .figures.regimes import nfe_regimes_figure
+    from ..figures.regimes import nfe_regimes_figure
 
     model, tok = m.loaded
     regimes = lab.regimes_in_chunks(
@@ -159,17 +159,17 @@ def _regimes(m: _Model, inputs: Inputs):
 
 
 def _tolerance(m: _Model, inputs: Inputs):
-    from .analysis.regimes import tolerance_scaling
-    from .figures.regimes import tolerance_figure
+    from ..analysis.regimes import tolerance_scaling
+    from ..figures.regimes import tolerance_figure
 
     model, tok = m.loaded
     return _styled(tolerance_figure(tolerance_scaling(model, tok, inputs.prompt, inputs.control)), inputs)
 
 
 def _solvers(m: _Model, inputs: Inputs):
-    from .analysis.solvers import compare_solvers
-    from .figures.solvers import divergence_figure
-    from .ode import SolverConfig
+    from ..analysis.solvers import compare_solvers
+    from ..figures.solvers import divergence_figure
+    from ..model.ode import SolverConfig
 
     model, tok = m.loaded
     comparison = compare_solvers(
@@ -187,16 +187,16 @@ def _solvers(m: _Model, inputs: Inputs):
 
 
 def _lens(m: _Model, inputs: Inputs):
-    from .analysis.lens import depth_lens
-    from .figures.lens import depth_lens_heatmap
+    from ..analysis.lens import depth_lens
+    from ..figures.lens import depth_lens_heatmap
 
     model, tok = m.loaded
     return _styled(depth_lens_heatmap(depth_lens(model, tok, inputs.prompt, inputs.control, n_tau=11, top_k=5)), inputs)
 
 
 def _contraction(m: _Model, inputs: Inputs):
-    from .analysis.dynamics import contraction_by_u
-    from .figures.dynamics import contraction_figure
+    from ..analysis.dynamics import contraction_by_u
+    from ..figures.dynamics import contraction_figure
 
     model, tok = m.loaded
     contractions = contraction_by_u(
@@ -206,16 +206,16 @@ def _contraction(m: _Model, inputs: Inputs):
 
 
 def _convergence(m: _Model, inputs: Inputs):
-    from .analysis.dynamics import convergence
-    from .figures.dynamics import convergence_figure
+    from ..analysis.dynamics import convergence
+    from ..figures.dynamics import convergence_figure
 
     model, tok = m.loaded
     return _styled(convergence_figure(convergence(model, tok, inputs.prompt, inputs.control, max_steps=64)), inputs)
 
 
 def _training(m: _Model, inputs: Inputs):
-    from .checkpoint import read_log
-    from .figures.training import training_curves_figure
+    from ..figures.training import training_curves_figure
+    from ..training.checkpoint import read_log
 
     logs = {name: read_log(path) for name, path in (("hybrid", inputs.checkpoint), ("discrete", inputs.baseline))}
     logs = {name: records for name, records in logs.items() if records}
@@ -225,8 +225,8 @@ def _training(m: _Model, inputs: Inputs):
 
 
 def _activation_steering(m: _Model, inputs: Inputs):
-    from .experiments import load_results
-    from .figures.results import accuracy_fluency_figure
+    from ..evaluation.experiments import load_results
+    from ..figures.results import accuracy_fluency_figure
 
     results = load_results(inputs.results)
     if results is None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..data.user_data import axes_of, is_user_model
 from .ode import CONTROL_AXES, CONTROL_LIMIT
-from .user_data import axes_of, is_user_model
 
 
 class ControlError(ValueError):

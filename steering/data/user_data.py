@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import data
-from .checkpoint import CONFIG, read_config
+from ..training.checkpoint import CONFIG, read_config
+from . import reviews as data
 
 MIN_ROWS = 200
 MAX_AXES = 2
@@ -79,7 +79,7 @@ class Axis:
         return f"{self.name}: {mapping}. 0 asks for neither; |u| > 1 exaggerates."
 
 
-# The shipped model's axes, in today's words (steering/data.py: Review.control).
+# The shipped model's axes, in today's words (steering/data/reviews.py: Review.control).
 SENTIMENT_AXIS = Axis(
     "sentiment",
     "label",
@@ -407,7 +407,7 @@ class GroupBatchSampler(data.BatchSampler):
 
 
 def judge_spec(index: int, axis: Axis):
-    from .judge import JudgeSpec
+    from ..judges.judge import JudgeSpec
 
     return JudgeSpec(
         f"axis{index}",
@@ -430,7 +430,7 @@ def _judged_rows(rows, index: int) -> tuple[list[str], np.ndarray]:
 def train_axis_judges(corpus: UserCorpus) -> list:
     """A TF-IDF + logistic-regression judge per axis (as the style judge), fitted on the training split;
     each knows its held-out accuracy."""
-    from .judge import LinearTextJudge, fit_sklearn
+    from ..judges.judge import LinearTextJudge, fit_sklearn
 
     judges = []
     for index, axis in enumerate(corpus.axes):
@@ -482,7 +482,7 @@ def write_axis_judges(corpus: UserCorpus, out: Path, probe_words=None) -> tuple[
     for the valid-word rate; the axes come back with their probe words filled in: those of
     `probe_words` ({name: {"negative": [...], "positive": [...]}}) where given, else the words
     the judge ties most to each end."""
-    from .judge import MIN_WORD_COUNT, WORDS_FILE
+    from ..judges.judge import MIN_WORD_COUNT, WORDS_FILE
 
     folder = Path(out) / JUDGES_DIR
     axes = []
@@ -520,7 +520,7 @@ def axes_meta(axes) -> list[dict]:
 
 
 def load_axis_judges(checkpoint) -> list:
-    from .judge import LinearTextJudge
+    from ..judges.judge import LinearTextJudge
 
     folder = Path(checkpoint) / JUDGES_DIR
     config = json.loads((Path(checkpoint) / "config.json").read_text())
@@ -528,6 +528,6 @@ def load_axis_judges(checkpoint) -> list:
 
 
 def load_training_words(checkpoint) -> frozenset[str]:
-    from .judge import WORDS_FILE
+    from ..judges.judge import WORDS_FILE
 
     return frozenset(json.loads((Path(checkpoint) / JUDGES_DIR / WORDS_FILE).read_text())["words"])

@@ -1,6 +1,6 @@
 """`evaluate` on a model trained on one's own file (`train --data`): each axis judged by its own judge.
 
-The same measurements as steering/evaluate.py where they carry over (losses, bits per byte, α and
+The same measurements as steering/evaluation/evaluate.py where they carry over (losses, bits per byte, α and
 the gradient counts, solver divergence, valid words, repeats, the perplexity cost of steering), on
 the held-out split saved with the checkpoint (heldout.jsonl). Steering: for each axis, NEW_TOKENS
 continuations of held-out openings at u = +s and u = -s on that axis (the other at 0), judged by
@@ -20,8 +20,11 @@ import time
 import numpy as np
 import torch
 
-from . import user_data
-from .checkpoint import load_checkpoint
+from ..data import user_data
+from ..data.tokenizer import bos_id, encode
+from ..model.ode import SolverConfig
+from ..training.checkpoint import load_checkpoint
+from ..training.train import evaluate_loss, heldout_batch
 from .evaluate import (
     _same_tokenizer,
     bits_per_byte,
@@ -46,9 +49,6 @@ from .measures import (
     solver_divergence,
     word_probabilities,
 )
-from .ode import SolverConfig
-from .tokenizer import bos_id, encode
-from .train import evaluate_loss, heldout_batch
 
 
 def heldout_prompts(tok, heldout, n: int, prompt_tokens: int = PROMPT_TOKENS) -> list[list[int]]:

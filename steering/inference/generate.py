@@ -8,7 +8,7 @@ cached and uncached sampling give the same tokens; an adaptive solver picks its 
 from the error of everything it integrates at once, so with a per-token field the two
 may differ there in the last digits.
 
-Fixed-step solvers (and the discrete model) decode on the fast path of steering/decode.py
+Fixed-step solvers (and the discrete model) decode on the fast path of steering/inference/decode.py
 by default: the same tokens from fewer, fused ops on a static cache. fast=False keeps the
 general path below (the reference the fast one is tested and benchmarked against).
 """
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from ..data.tokenizer import bos_id, decode, encode
+from ..model.ode import TRAINING_SOLVER, SolverConfig, validate_control
 from .decode import can_decode_fast, fast_sample_tokens
-from .ode import TRAINING_SOLVER, SolverConfig, validate_control
 from .sampling import DEFAULT_SAMPLING, Sampling, next_tokens
-from .tokenizer import bos_id, decode, encode
 
 
 @dataclass
@@ -83,7 +83,7 @@ def sample_tokens(
 ) -> tuple[torch.Tensor, int]:
     """n continuations of one prompt: (new token ids [n, max_new_tokens], total NFE).
 
-    fast: decode on steering/decode.py's fast path where it applies (with the cache, a fixed-step
+    fast: decode on steering/inference/decode.py's fast path where it applies (with the cache, a fixed-step
     solver or the discrete model); the tokens are the same either way. solver: default the model's own
     training solver (a discrete model has none and needs none)."""
     if solver is None:

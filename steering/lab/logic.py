@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .ode import ADAPTIVE_SOLVERS, FIXED_SOLVERS, SolverConfig
+from ..model.ode import ADAPTIVE_SOLVERS, FIXED_SOLVERS, SolverConfig
 
 EXAMPLE_PROMPTS = (
     "The movie was",
@@ -420,7 +420,7 @@ class ModelTexts:
 
 
 def model_texts(config: dict | None) -> ModelTexts:
-    from .user_data import axes_of, is_user_model
+    from ..data.user_data import axes_of, is_user_model
 
     axes = axes_of(config)
     if not is_user_model(config):
@@ -560,7 +560,7 @@ def compute_steer_view(
     Fixed-step solvers go through compute_steer_views (the fast decoder; the next-token odds come
     from the generation's own prompt pass; cancelled() is polled between tokens, as there);
     adaptive ones through the general functions below."""
-    from .decode import can_decode_fast
+    from ..inference.decode import can_decode_fast
 
     if can_decode_fast(model, solver):
         return compute_steer_views(
@@ -577,10 +577,10 @@ def compute_steer_view(
             n_tau=n_tau,
             cancelled=cancelled,
         )[0]
-    from .analysis.pca import project_trajectory
-    from .analysis.sweep import next_token_distribution
-    from .analysis.trajectories import compute_trajectory
-    from .generate import generate
+    from ..analysis.pca import project_trajectory
+    from ..analysis.sweep import next_token_distribution
+    from ..analysis.trajectories import compute_trajectory
+    from ..inference.generate import generate
 
     max_new_tokens = max(1, min(max_new_tokens, model.config.block_size - 1))
     gen = generate(
@@ -639,12 +639,12 @@ def compute_steer_views(
 
     import torch
 
-    from .analysis.inputs import prompt_tensor, tau_grid
-    from .decode import can_decode_fast, fast_sample_tokens
-    from .generate import check_sampling_args, prompt_ids
-    from .ode import validate_control
-    from .sampling import DEFAULT_SAMPLING, Cancelled
-    from .tokenizer import decode
+    from ..analysis.inputs import prompt_tensor, tau_grid
+    from ..data.tokenizer import decode
+    from ..inference.decode import can_decode_fast, fast_sample_tokens
+    from ..inference.generate import check_sampling_args, prompt_ids
+    from ..inference.sampling import DEFAULT_SAMPLING, Cancelled
+    from ..model.ode import validate_control
 
     if not can_decode_fast(model, solver):
         return [
@@ -696,7 +696,7 @@ def compute_steer_views(
         if idx[0].tolist() == ids:  # the generation's prompt pass gave the next-token logits already
             logits = first_logits[0]
         else:  # a prompt cut differently for generation: one more pass
-            from .analysis.inputs import decode_last
+            from ..analysis.inputs import decode_last
 
             h0 = model.encode(idx).expand(rows, -1, -1)
             logits = decode_last(model, model.middle(h0, u, solver).final)
@@ -731,7 +731,7 @@ def compute_steer_views(
 def attach_judgements(views: list[SteerView], axis_judge=None) -> list[SteerView]:
     """Each view with its text judged (one batched call of each judge); returns the views.
     axis_judge: a user model's first-axis judge (user_data), in place of the sentiment classifier."""
-    from . import judge
+    from ..judges import judge
 
     if not views:
         return views
@@ -767,7 +767,7 @@ def judge_available() -> bool:
     import os
     from pathlib import Path
 
-    from . import judge
+    from ..judges import judge
 
     override = os.environ.get("STEERING_JUDGE_DIR")
     candidates = [Path(override)] if override else [judge.SHIPPED_DIR, judge.CACHE_DIR]
@@ -776,7 +776,7 @@ def judge_available() -> bool:
 
 
 def judge_text(text: str, axis_judge=None) -> Judgement:
-    from . import judge
+    from ..judges import judge
 
     compound = float(judge.vader_compound([text])[0])
     if axis_judge is not None:
@@ -815,7 +815,7 @@ def regimes_in_chunks(
     switches, the crossover and the disagreements are recomputed on the merged arrays with the
     analysis module's own function. on_progress(done_fraction) is called after each slice.
     """
-    from .analysis.regimes import nfe_regimes, profile_summary
+    from ..analysis.regimes import nfe_regimes, profile_summary
 
     grid = np.asarray(u_grid, dtype=float)
     if grid.size == 0:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ode import ADAPTIVE_SOLVERS, SolverConfig
+from ..model.ode import ADAPTIVE_SOLVERS, SolverConfig
 
 KINDS = (
     "trajectory",
@@ -51,8 +51,8 @@ def jsonable(value):
 
 
 def add_analyze_args(p):
-    """Everything but the solver options, which the caller adds (steering.__main__.add_solver_args)."""
-    from ..checkpoint import DEFAULT_CHECKPOINT
+    """Everything but the solver options, which the caller adds (steering.cli.main.add_solver_args)."""
+    from ..training.checkpoint import DEFAULT_CHECKPOINT
 
     p.add_argument("kind", choices=KINDS, help="which analysis")
     p.add_argument("--prompt", default="The movie was", help="prompt text")
@@ -122,11 +122,11 @@ def _grid(args) -> np.ndarray:
 
 def run_analyze(args, solver_for) -> None:
     """solver_for(the checkpoint's training solver) -> the solver the flags ask for."""
-    from ..checkpoint import load_checkpoint
+    from ..training.checkpoint import load_checkpoint
 
     if args.prompt_set is not None and args.kind != "regimes":
         raise ValueError(f"--prompt-set applies to regimes, not {args.kind}")
-    from ..controls import control_from_args, internal_axis
+    from ..model.controls import control_from_args, internal_axis
 
     model, tok, config = load_checkpoint(args.checkpoint)
     control = control_from_args(config, args)
@@ -144,7 +144,7 @@ def run_analyze(args, solver_for) -> None:
 
 
 def _trajectory(args, model, tok, u, solver, n_tau):
-    from .trajectories import compute_trajectory, pooled
+    from ..analysis.trajectories import compute_trajectory, pooled
 
     t = compute_trajectory(model, tok, args.prompt, u, solver, n_tau=n_tau or 33)
     path = pooled(t)
@@ -169,8 +169,8 @@ def _trajectory(args, model, tok, u, solver, n_tau):
 
 
 def _pca(args, model, tok, u, solver, n_tau):
-    from .pca import checkpoint_identity, pca_map_for_checkpoint, project_trajectory
-    from .trajectories import compute_trajectory
+    from ..analysis.pca import checkpoint_identity, pca_map_for_checkpoint, project_trajectory
+    from ..analysis.trajectories import compute_trajectory
 
     pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(args.checkpoint), args.cache, axis=args.axis)
     path = project_trajectory(pca_map, compute_trajectory(model, tok, args.prompt, u, n_tau=n_tau or 33), args.prompt)
@@ -190,7 +190,7 @@ def _pca(args, model, tok, u, solver, n_tau):
 
 
 def _divergence(args, model, tok, u, solver, n_tau):
-    from .solvers import compare_solvers
+    from ..analysis.solvers import compare_solvers
 
     reference = SolverConfig("dopri5", rtol=args.reference_rtol, atol=args.reference_atol, max_steps=args.max_steps)
     c = compare_solvers(model, tok, args.prompt, u, solver, reference, n_tau=n_tau or 33)
@@ -204,7 +204,7 @@ def _divergence(args, model, tok, u, solver, n_tau):
 def _regimes(args, model, tok, u, solver, n_tau):
     if args.prompt_set is not None:
         return _regimes_over_prompts(args, model, tok)
-    from .regimes import nfe_regimes
+    from ..analysis.regimes import nfe_regimes
 
     r = nfe_regimes(
         model,
@@ -252,7 +252,7 @@ def _regimes(args, model, tok, u, solver, n_tau):
 
 def _curvature_by_level(args, model, tok, r) -> dict:
     """Each u's path curvature on the regimes grid, averaged per NFE level of the first solver, and the test."""
-    from .solver_trace import curvature_by_level, field_geometry
+    from ..analysis.solver_trace import curvature_by_level, field_geometry
 
     other = args.style if args.axis == "sentiment" else args.sentiment
     g = field_geometry(model, tok, args.prompt, r.u, n_tau=args.n_tau or 17, axis=args.axis, other=other)
@@ -267,8 +267,8 @@ def _curvature_by_level(args, model, tok, r) -> dict:
 
 def prompt_set(name: str, tok, n: int) -> list[str]:
     """The prompts of a named set: the evaluation's probe prompts, or the openings of n held-out reviews."""
-    from ..measures import PROBE_PROMPT_VARIANTS, heldout_prompts
-    from ..tokenizer import decode
+    from ..data.tokenizer import decode
+    from ..evaluation.measures import PROBE_PROMPT_VARIANTS, heldout_prompts
 
     if name == "probe":
         return list(PROBE_PROMPT_VARIANTS)
@@ -280,7 +280,7 @@ def prompt_set(name: str, tok, n: int) -> list[str]:
 
 
 def _regimes_over_prompts(args, model, tok):
-    from .alignment import regimes_over_prompts
+    from ..analysis.alignment import regimes_over_prompts
 
     prompts = prompt_set(args.prompt_set, tok, args.n_prompts)
     a = regimes_over_prompts(
@@ -327,9 +327,9 @@ def _regimes_over_prompts(args, model, tok):
 
 
 def _curvature(args, model, tok, u, solver, n_tau):
-    from .curvature import curvature_by_u
-    from .pca import checkpoint_identity, pca_map_for_checkpoint
-    from .solver_trace import field_geometry
+    from ..analysis.curvature import curvature_by_u
+    from ..analysis.pca import checkpoint_identity, pca_map_for_checkpoint
+    from ..analysis.solver_trace import field_geometry
 
     other = args.style if args.axis == "sentiment" else args.sentiment
     reference = SolverConfig("dopri5", rtol=args.reference_rtol, atol=args.reference_atol, max_steps=args.max_steps)
@@ -367,7 +367,7 @@ def _curvature(args, model, tok, u, solver, n_tau):
 
 
 def _tolerance(args, model, tok, u, solver, n_tau):
-    from .regimes import tolerance_scaling
+    from ..analysis.regimes import tolerance_scaling
 
     method = args.solver if args.solver in ADAPTIVE_SOLVERS else "dopri5"
     s = tolerance_scaling(model, tok, args.prompt, u, args.tolerances, solver=method, max_steps=args.max_steps)
@@ -376,7 +376,7 @@ def _tolerance(args, model, tok, u, solver, n_tau):
 
 
 def _sweep(args, model, tok, u, solver, n_tau):
-    from .sweep import steering_sweep
+    from ..analysis.sweep import steering_sweep
 
     other = args.style if args.axis == "sentiment" else args.sentiment
     s = steering_sweep(model, tok, args.prompt, args.targets, _grid(args), axis=args.axis, solver=solver, other=other)
@@ -391,7 +391,7 @@ def _sweep(args, model, tok, u, solver, n_tau):
 
 
 def _lens(args, model, tok, u, solver, n_tau):
-    from .lens import depth_lens
+    from ..analysis.lens import depth_lens
 
     lens = depth_lens(model, tok, args.prompt, u, solver, n_tau=n_tau or 11, top_k=args.top_k)
     lines = [
@@ -402,8 +402,8 @@ def _lens(args, model, tok, u, solver, n_tau):
 
 
 def _contraction(args, model, tok, u, solver, n_tau):
-    from .dynamics import contraction_by_u
-    from .solver_trace import field_geometry
+    from ..analysis.dynamics import contraction_by_u
+    from ..analysis.solver_trace import field_geometry
 
     results = contraction_by_u(model, tok, args.prompt, args.u_values, axis=args.axis, n_tau=n_tau or 33)
     lines = [
@@ -430,7 +430,7 @@ def _contraction(args, model, tok, u, solver, n_tau):
 
 
 def _convergence(args, model, tok, u, solver, n_tau):
-    from .dynamics import convergence
+    from ..analysis.dynamics import convergence
 
     c = convergence(model, tok, args.prompt, u, max_steps=args.convergence_steps)
     lines = [f"N={n}: Euler {e:.3e}, RK4 {r:.3e}" for n, e, r in zip(c.steps, c.euler_error, c.rk4_error)]
@@ -439,8 +439,8 @@ def _convergence(args, model, tok, u, solver, n_tau):
 
 
 def _probes(args, model, tok, u, solver, n_tau):
-    from ..data import heldout_reviews
-    from .probes import linear_probes
+    from ..analysis.probes import linear_probes
+    from ..data.reviews import heldout_reviews
 
     p = linear_probes(model, tok, heldout_reviews(), u=u, solver=solver, max_reviews=args.n_reviews or 400)
     lines = [f"τ={t:.2f}: held-out accuracy {a:.3f}" for t, a in zip(p.taus, p.accuracy)]
@@ -449,9 +449,9 @@ def _probes(args, model, tok, u, solver, n_tau):
 
 
 def _middle(args, model, tok, u, solver, n_tau):
-    from ..measures import FULL, heldout_prompts, solver_divergence
-    from ..train import heldout_batch
-    from .middle import middle_work
+    from ..analysis.middle import middle_work
+    from ..evaluation.measures import FULL, heldout_prompts, solver_divergence
+    from ..training.train import heldout_batch
 
     inputs, targets, controls = heldout_batch(tok, model.config.block_size, args.n_reviews or FULL.val_reviews)
     w = middle_work(model, inputs, targets, controls)
@@ -478,7 +478,7 @@ def _middle(args, model, tok, u, solver, n_tau):
 
 
 def _fluency(args, model, tok, u, solver, n_tau):
-    from ..measures import FULL, generate_for_prompts, heldout_prompts, perplexity_by_side
+    from ..evaluation.measures import FULL, generate_for_prompts, heldout_prompts, perplexity_by_side
 
     prompts = heldout_prompts(tok, args.n_reviews or FULL.prompts)
     sides = perplexity_by_side(model, prompts, generate_for_prompts(model, tok, prompts))
@@ -495,7 +495,7 @@ def _fluency(args, model, tok, u, solver, n_tau):
 
 
 def _wordprobe(args, model, tok, u, solver, n_tau):
-    from ..measures import PROBE_PROMPT_VARIANTS, probe_over_prompts
+    from ..evaluation.measures import PROBE_PROMPT_VARIANTS, probe_over_prompts
 
     # the evaluation's prompt and its nine variants, and --prompt where it is none of them
     prompts = list(PROBE_PROMPT_VARIANTS) + ([args.prompt] if args.prompt not in PROBE_PROMPT_VARIANTS else [])
@@ -510,7 +510,7 @@ def _wordprobe(args, model, tok, u, solver, n_tau):
 
 
 def _solver_trace(args, model, tok, u, solver, n_tau):
-    from .solver_trace import solver_traces
+    from ..analysis.solver_trace import solver_traces
 
     other = args.style if args.axis == "sentiment" else args.sentiment
     config = SolverConfig(args.solvers[0], rtol=args.rtol, atol=args.atol, max_steps=args.max_steps)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import lab
-from .ode import SolverConfig
+from ..model.ode import SolverConfig
+from . import logic as lab
 
 # the slider's positions: −2 … +2 in steps of 0.1 (41), and the three styles
 SENTIMENTS = tuple(round(-2.0 + 0.1 * k, 1) + 0.0 for k in range(41))
@@ -110,7 +110,7 @@ def grid_controls(
 
 
 def _rows_per_batch(model, tok, prompt: str, n_tau: int) -> int:
-    from .analysis.inputs import prompt_tensor
+    from ..analysis.inputs import prompt_tensor
 
     idx, _ = prompt_tensor(model, tok, prompt)
     per_row = n_tau * idx.shape[1] * model.config.d_model * 4
@@ -192,9 +192,9 @@ def solver_comparisons(
     """Fixed against adaptive (steering.analysis.solvers.compare_solvers) at each (sentiment, style), with both
     paths on the PCA map: ([style][sentiment] comparisons, [style][sentiment] (path A, path B)).
     fixed: default the solver the model trained with."""
-    from .analysis.pca import ProjectedPath
-    from .analysis.solvers import compare_solvers
-    from .analysis.trajectories import pooled
+    from ..analysis.pca import ProjectedPath
+    from ..analysis.solvers import compare_solvers
+    from ..analysis.trajectories import pooled
 
     fixed = fixed or model.training_solver
     comparisons, paths = [], []
@@ -331,7 +331,7 @@ def model_summary(model, config: dict | None = None, checkpoint: str | Path | No
 
 
 def _shown_path(path) -> str:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         return str(Path(path).resolve().relative_to(root))
     except ValueError:
@@ -341,7 +341,7 @@ def _shown_path(path) -> str:
 def results_folders(checkpoint: str | Path | None) -> list[Path]:
     """Where an `experiments` results.json for this checkpoint may lie: the checkpoint's own folder,
     then $STEERING_RESULTS (default assets/results, as on the Results page)."""
-    from .experiments import DEFAULT_OUT
+    from ..evaluation.experiments import DEFAULT_OUT
 
     folders = [Path(checkpoint)] if checkpoint is not None else []
     folders.append(Path(os.environ.get("STEERING_RESULTS", DEFAULT_OUT)))
@@ -355,7 +355,7 @@ def stored_evaluation(checkpoint: str | Path | None, model, folders: Sequence[Pa
     notes = []
     if checkpoint is None:
         return {"values": None, "source": None, "note": "the model was not loaded from a checkpoint folder"}
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     target = Path(checkpoint).resolve()
     for folder in folders if folders is not None else results_folders(checkpoint):
         path = Path(folder) / "results.json"
@@ -450,7 +450,7 @@ def build_talk(
     if texts.user_model:  # a model trained on one's own file: its axes' words, its own judge and probe targets
         ends = texts.ends[0]
         if checkpoint is not None and (Path(checkpoint) / "judges").is_dir():
-            from .user_data import load_axis_judges
+            from ..data.user_data import load_axis_judges
 
             axis_judge = load_axis_judges(checkpoint)[0]
     targets = texts.probe_targets
@@ -529,7 +529,7 @@ def talk_html_bytes(
     """The offline demo as UTF-8 bytes (the Steer page's download button and the CLI both use this).
 
     Raises ValueError when the file would exceed MAX_BYTES."""
-    from .figures.talk import talk_html
+    from ..figures.talk import talk_html
 
     data = build_talk(
         model,
@@ -575,9 +575,9 @@ def export_talk(
 ) -> ExportReport:
     """Load the checkpoint and its PCA map, build the demo, write it to `out`. control: {the checkpoint's axis
     name: value}, where the page opens (axes left out at 0; on the grid, opening_point)."""
-    from .analysis.pca import checkpoint_identity, pca_map_for_checkpoint
-    from .checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
-    from .controls import named_control
+    from ..analysis.pca import checkpoint_identity, pca_map_for_checkpoint
+    from ..model.controls import named_control
+    from ..training.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
 
     start = time.perf_counter()
     checkpoint = Path(checkpoint if checkpoint is not None else DEFAULT_CHECKPOINT)

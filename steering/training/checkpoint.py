@@ -10,11 +10,11 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from .model import ModelConfig, build_model
-from .tokenizer import load_tokenizer
-from .train_config import train_config_from_dict
+from ..data.tokenizer import load_tokenizer
+from ..model.transformer import ModelConfig, build_model
+from .config import train_config_from_dict
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 # STEERING_CHECKPOINT / STEERING_BASELINE point the app and the CLIs at another checkpoint.
 DEFAULT_CHECKPOINT = Path(os.environ.get("STEERING_CHECKPOINT", ASSETS / "hybrid"))
 DEFAULT_BASELINE = Path(os.environ.get("STEERING_BASELINE", ASSETS / "discrete"))

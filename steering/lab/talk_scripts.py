@@ -9,7 +9,7 @@ The file:
     {"title": "The paper in 8 steps",
      "steps": [{"page": "steer", "params": {"prompt": "The movie was", "u": "-2"}, "caption": "…"}, …]}
 
-`params` are query parameters as steering.lab.to_query_params writes them (prompt, u, style, solver,
+`params` are query parameters as steering.lab.logic.to_query_params writes them (prompt, u, style, solver,
 steps, tol, dims, presenter); keys left out take the lab's defaults.
 """
 
@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import lab
+from . import logic as lab
 
-TALKS_DIR = Path(__file__).resolve().parent.parent / "assets" / "talks"
+TALKS_DIR = Path(__file__).resolve().parents[2] / "assets" / "talks"
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 STATE_KEYS = ("prompt", "u", "style", "solver", "steps", "tol", "dims", "presenter")
 MAX_CAPTION = 240

@@ -45,7 +45,7 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
-from .ode import SolverConfig
+from ..model.ode import SolverConfig
 from .sampling import Cancelled, next_tokens
 
 # Per fixed-step method: the stage τ offsets (fractions of a step) torchdiffeq evaluates the field at.
@@ -57,7 +57,7 @@ def can_decode_fast(model, solver: SolverConfig) -> bool:
 
     Only the two model classes themselves: a wrapper (activation steering adds a vector to
     encode's output) changes the computation the packed weights would skip."""
-    from .model import DiscreteTransformer, HybridODETransformer
+    from ..model.transformer import DiscreteTransformer, HybridODETransformer
 
     if type(model) not in (DiscreteTransformer, HybridODETransformer):
         return False

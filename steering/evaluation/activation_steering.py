@@ -8,7 +8,7 @@ are averaged. Steering adds c·v at every position of encode's output, the promp
 every generated token's, before the middle blocks see it; c > 0 pushes toward positive.
 
 ActivationSteered wraps a model and keeps the sampler's API (encode / middle / decode /
-new_caches), so steering.generate.sample_tokens samples from it unchanged, KV cache
+new_caches), so steering.inference.generate.sample_tokens samples from it unchanged, KV cache
 included. Its coefficient may be one number or one per batch row, so a whole c grid is
 sampled in one batch, as the hybrid's u grid is.
 """
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .tokenizer import bos_id, encode
+from ..data.tokenizer import bos_id, encode
 
 
 @dataclass
@@ -210,10 +210,10 @@ def steering_curve(
     controls: [n, 2] the u passed to the sampler (the hybrid's steering; zeros for the
     discrete model, which ignores u and is steered through its coefficients instead).
     """
+    from ..data.tokenizer import decode
+    from ..inference.generate import sample_tokens
+    from ..judges.judge import judge_sentiment
     from .evaluate import continuation_perplexity
-    from .generate import sample_tokens
-    from .judge import judge_sentiment
-    from .tokenizer import decode
 
     n = len(grid)
     rows: list[list[torch.Tensor]] = [[] for _ in range(n)]

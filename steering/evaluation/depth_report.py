@@ -17,7 +17,8 @@ import json
 
 import torch
 
-from .analysis.regimes import nfe_regimes
+from ..analysis.regimes import nfe_regimes
+from ..model.ode import SolverConfig
 from .evaluate import (
     TARGETS,
     bits_per_byte,
@@ -27,7 +28,6 @@ from .evaluate import (
     outer_only_bits_per_byte,
 )
 from .measures import PROBE_PROMPT_VARIANTS, heldout_prompts, solver_divergence
-from .ode import SolverConfig
 
 TEXTS_PER_GROUP = 10  # held-out openings per (label, source): 40 texts
 PROMPTS = 6  # held-out prompts for the divergence
@@ -120,7 +120,7 @@ def run(
     path: str, texts_per_group: int, prompts: int, probe_prompts: int, as_json: bool, baseline: str | None = None
 ) -> str:
     """`baseline` (default: the shipped discrete model) is used when its tokenizer is the model's."""
-    from .checkpoint import DEFAULT_BASELINE, load_checkpoint, load_model_or_saved_state
+    from ..training.checkpoint import DEFAULT_BASELINE, load_checkpoint, load_model_or_saved_state
 
     model, tok, source = load_model_or_saved_state(path)
     discrete = None

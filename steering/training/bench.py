@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .model import build_model
+from ..model.transformer import build_model
 from .train import make_config, model_config, stage1_loss
 
 # the flagship recipe's layout (scripts/train_flagship.sh)

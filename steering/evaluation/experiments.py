@@ -32,10 +32,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
-from .ode import SolverConfig
+from ..model.ode import SolverConfig
+from ..training.checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
 
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "assets" / "results"
+DEFAULT_OUT = Path(__file__).resolve().parents[2] / "assets" / "results"
 PROMPT = "The movie was"
 TARGETS = (" good", " bad")
 FLUENCY_BUDGET = 1.5  # the evaluation's bar for the fluency cost of steering (ppl ratio <= 1.5)
@@ -236,7 +236,7 @@ def probe_table(report: dict) -> dict:
 
 
 def u_sweep(model, tok, points: int) -> dict:
-    from .analysis.sweep import steering_sweep
+    from ..analysis.sweep import steering_sweep
 
     s = steering_sweep(model, tok, PROMPT, TARGETS, np.round(np.linspace(-2.0, 2.0, points), 6))
     relative_good = s.relative[:, 0]
@@ -258,11 +258,11 @@ def u_sweep(model, tok, points: int) -> dict:
 
 
 def solver_probing(model, tok, size: Size) -> dict:
-    from .analysis.alignment import regimes_over_prompts
-    from .analysis.cli import prompt_set
-    from .analysis.probes import linear_probes
-    from .analysis.regimes import nfe_regimes, tolerance_scaling
-    from .data import heldout_reviews
+    from ..analysis.alignment import regimes_over_prompts
+    from ..analysis.probes import linear_probes
+    from ..analysis.regimes import nfe_regimes, tolerance_scaling
+    from ..cli.analyze import prompt_set
+    from ..data.reviews import heldout_reviews
 
     grid = np.round(np.linspace(-2.0, 2.0, size.regimes_points), 6)
     r = nfe_regimes(model, tok, PROMPT, grid, solvers=("dopri5", "adaptive_heun"), targets=TARGETS)
@@ -333,7 +333,7 @@ def solver_probing(model, tok, size: Size) -> dict:
 def why_this_nfe(model, tok, grid, nfe, solver) -> dict:
     """What sets dopri5's NFE at each u: its step trace (first step, rejections, largest error ratio) and whether
     the path's curvature differs between NFE levels (analysis.solver_trace)."""
-    from .analysis.solver_trace import curvature_by_level, field_geometry, solver_traces
+    from ..analysis.solver_trace import curvature_by_level, field_geometry, solver_traces
 
     traces = solver_traces(model, tok, PROMPT, grid, solver)
     if not np.array_equal(traces.nfe, nfe):
@@ -356,9 +356,9 @@ def why_this_nfe(model, tok, grid, nfe, solver) -> dict:
 
 
 def path_curvature(model, tok, size: Size) -> dict:
-    from .analysis.curvature import curvature_by_u
-    from .analysis.inputs import REFERENCE_SOLVER
-    from .analysis.pca import fit_pca_map
+    from ..analysis.curvature import curvature_by_u
+    from ..analysis.inputs import REFERENCE_SOLVER
+    from ..analysis.pca import fit_pca_map
 
     grid = np.round(np.linspace(-2.0, 2.0, size.regimes_points), 6)
     c = curvature_by_u(model, tok, PROMPT, grid, REFERENCE_SOLVER, n_tau=33, pca_map=fit_pca_map(model, tok))
@@ -371,7 +371,7 @@ def nfe_level_at(segments: list[dict], u: float) -> float:
 
 
 def second_paper(model, tok, size: Size, segments: list[dict]) -> dict:
-    from .analysis.dynamics import contraction_by_u, convergence
+    from ..analysis.dynamics import contraction_by_u, convergence
 
     conv = convergence(model, tok, PROMPT, (0.0, 0.0), max_steps=size.convergence_steps)
     # one control in each NFE regime of the shipped model (high at -1 and +1, low at 0)
@@ -465,7 +465,9 @@ def efficiency(hybrid, discrete, tok, checkpoint, size: Size) -> dict:
 
 
 def activation_comparison(hybrid, discrete, tok, size: Size) -> dict:
-    from . import data, evaluate
+    from ..data import reviews as data
+    from ..inference.sampling import DEFAULT_SAMPLING
+    from . import evaluate
     from .activation_steering import (
         ActivationSteered,
         best_within_fluency_budget,
@@ -474,7 +476,6 @@ def activation_comparison(hybrid, discrete, tok, size: Size) -> dict:
         steering_vector,
         symmetric_grid,
     )
-    from .sampling import DEFAULT_SAMPLING
 
     vec = steering_vector(discrete, tok, data.train_reviews(), max_reviews=size.vector_reviews)
     c_limit = vec.residual_norm / vec.norm
@@ -1030,7 +1031,7 @@ def run(checkpoint, baseline, out, quick: bool) -> str:
 def _shown_path(path) -> str:
     """A checkpoint path relative to the repository when it lies inside it, so committed results read the same
     anywhere."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         return str(Path(path).resolve().relative_to(root))
     except ValueError:

@@ -6,7 +6,7 @@ Prompts: the first PROMPT_TOKENS tokens of held-out reviews (after BOS), picked 
   over (label, source) groups in the split's fixed order, so both sentiments and both
   sources are equally represented. Reviews shorter than that are skipped.
 Generations: for each prompt, NEW_TOKENS new tokens with the sampler's defaults
-  (steering/generate.py) under five controls (sentiment, style): positive (+s, 0), negative
+  (steering/inference/generate.py) under five controls (sentiment, style): positive (+s, 0), negative
   (-s, 0), neutral (0, 0), Rotten Tomatoes (0, -s) and IMDB (0, +s), where s = steer_u: the
   |u| the checkpoint's stage 2 taught steering at (its contrast_u; u = ±1 stands for "a review
   with this label / from this source", like the data), or --steer-u. The probe and the
@@ -16,7 +16,7 @@ Generations: for each prompt, NEW_TOKENS new tokens with the sampler's defaults
 Bits per byte: the first ~BPB_CHARS characters (cut at a space) of BPB_REVIEWS held-out
   reviews per (label, source), scored from BOS: total nats / ln 2 / UTF-8 bytes, so models
   with different tokenizers compare.
-Judges and their decision rules: steering/judge.py.
+Judges and their decision rules: steering/judges/judge.py.
 """
 
 from __future__ import annotations
@@ -29,11 +29,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import data
-from .analysis.curvature import token_path_curvature
-from .analysis.middle import relative_update
-from .checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
-from .judge import WORD, judge_sentiment, judge_style, sentiment_judge, training_words
+from ..analysis.curvature import token_path_curvature
+from ..analysis.middle import relative_update
+from ..data import reviews as data
+from ..data.tokenizer import bos_id, decode, encode
+from ..data.user_data import is_user_checkpoint
+from ..inference.sampling import Sampling
+from ..judges.judge import WORD, judge_sentiment, judge_style, sentiment_judge, training_words
+from ..model.ode import SolverConfig
+from ..training.checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
+from ..training.train import evaluate_loss, heldout_batch
 from .measures import (  # noqa: F401  (the names callers have always found here are re-exported)
     BPB_CHARS,
     BPB_REVIEWS,
@@ -61,11 +66,6 @@ from .measures import (  # noqa: F401  (the names callers have always found here
     steering_settings,
     word_probabilities,
 )
-from .ode import SolverConfig
-from .sampling import Sampling
-from .tokenizer import bos_id, decode, encode
-from .train import evaluate_loss, heldout_batch
-from .user_data import is_user_checkpoint
 
 KEYS = (
     "val_loss_hybrid",
@@ -298,7 +298,7 @@ def _fraction(values: np.ndarray, wanted: int) -> float:
     return float((np.asarray(values) == wanted).mean())
 
 
-STRONG_STEER_U = 2.0  # the far end of the lab's sliders (steering/lab.py U_MAX)
+STRONG_STEER_U = 2.0  # the far end of the lab's sliders (steering/lab/logic.py U_MAX)
 
 
 def trained_steer_u(config: dict) -> float:
@@ -330,7 +330,7 @@ def evaluate(
     if is_user_checkpoint(checkpoint):
         raise ValueError(
             f"{checkpoint} was trained on a user's file: judge it on its own axes with "
-            "steering.axis_eval.evaluate_axes (`python -m steering evaluate` does)"
+            "steering.evaluation.axis_eval.evaluate_axes (`python -m steering evaluate` does)"
         )
     size = QUICK if quick else FULL
     hybrid, tok, config = load_checkpoint(checkpoint)

@@ -24,7 +24,7 @@ from them. training_words.json lists the words (regex [A-Za-z]+, lower-cased) se
 least MIN_WORD_COUNT times in the training text, for the valid-word rate. Rebuild all
 of it, byte for byte, with
 
-    OMP_NUM_THREADS=1 python -m steering.judge          # writes assets/judge/ (~1 minute)
+    OMP_NUM_THREADS=1 python -m steering.judges.judge          # writes assets/judge/ (~1 minute)
 
 If the folder is missing, the files are built on first use into ~/.cache/steering/judge
 (or $STEERING_JUDGE_DIR when set).
@@ -45,9 +45,9 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from . import data
+from ..data import reviews as data
 
-SHIPPED_DIR = Path(__file__).resolve().parent.parent / "assets" / "judge"
+SHIPPED_DIR = Path(__file__).resolve().parents[2] / "assets" / "judge"
 CACHE_DIR = Path.home() / ".cache" / "steering" / "judge"
 WORDS_FILE = "training_words.json"
 MIN_WORD_COUNT = 5
@@ -326,7 +326,7 @@ def judge_style(texts: list[str]) -> np.ndarray:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        prog="python -m steering.judge",
+        prog="python -m steering.judges.judge",
         description="train the sentiment and style judges and write them as plain files",
     )
     parser.add_argument("--out", default=str(SHIPPED_DIR), help="output folder (default assets/judge)")
