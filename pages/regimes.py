@@ -8,7 +8,7 @@ from steering.analysis.alignment import regimes_over_prompts
 from steering.analysis.inputs import PATH_SOLVER, REFERENCE_SOLVER
 from steering.analysis.regimes import tolerance_scaling
 from steering.analysis.solver_trace import field_geometry, neighbour_across_switch, solver_traces, trace_reading
-from steering.evaluation.evaluate import PROBE_PROMPT_VARIANTS
+from steering.data.heldout import PROBE_PROMPT_VARIANTS
 from steering.figures.regimes import alignment_figure, nfe_regimes_figure, tolerance_figure
 from steering.figures.solver_trace import field_heatmaps_figure, step_trace_figure
 from steering.lab import logic as lab

@@ -47,7 +47,7 @@ def test_regimes_json_has_the_promised_keys(small_checkpoint, capsys):
 
 
 def test_regimes_over_a_prompt_set(small_checkpoint, capsys):
-    from steering.evaluation.evaluate import PROBE_PROMPT_VARIANTS
+    from steering.data.heldout import PROBE_PROMPT_VARIANTS
 
     out = run_json(
         capsys,
@@ -260,7 +260,8 @@ def test_missing_checkpoint_exits_2(tmp_path, capsys):
 
 
 def test_middle_json_weighs_the_block_against_its_solver_cost(small_checkpoint, capsys):
-    from steering.evaluation.evaluate import FULL, heldout_prompts, solver_divergence
+    from steering.data.heldout import heldout_prompts
+    from steering.evaluation.evaluate import FULL, solver_divergence
     from steering.training.checkpoint import load_checkpoint
 
     out = run_json(capsys, "analyze", "middle", "--json", "--checkpoint", str(small_checkpoint), "--n-reviews", "8")
@@ -275,7 +276,8 @@ def test_middle_json_weighs_the_block_against_its_solver_cost(small_checkpoint, 
 def test_fluency_splits_the_evaluations_perplexity_ratio_by_side(small_checkpoint, capsys):
     import torch
 
-    from steering.evaluation.evaluate import continuation_perplexity, generate_for_prompts, heldout_prompts
+    from steering.data.heldout import heldout_prompts
+    from steering.evaluation.evaluate import continuation_perplexity, generate_for_prompts
     from steering.training.checkpoint import load_checkpoint
 
     out = run_json(capsys, "analyze", "fluency", "--json", "--checkpoint", str(small_checkpoint), "--n-reviews", "3")
@@ -294,7 +296,8 @@ def test_fluency_splits_the_evaluations_perplexity_ratio_by_side(small_checkpoin
 
 
 def test_wordprobe_gives_the_evaluations_probe_on_each_prompt(small_checkpoint, capsys):
-    from steering.evaluation.evaluate import PROBE_PROMPT_VARIANTS, probe_shares, word_probabilities
+    from steering.data.heldout import PROBE_PROMPT_VARIANTS
+    from steering.evaluation.evaluate import probe_shares, word_probabilities
     from steering.training.checkpoint import load_checkpoint
 
     out = run_json(

@@ -7,8 +7,8 @@ import torch
 
 from steering.analysis.middle import middle_work
 from steering.cli.main import main
+from steering.data.heldout import heldout_batch
 from steering.evaluation.evaluate import middle_relative_update
-from steering.training.train import heldout_batch
 
 
 @pytest.fixture(scope="module")

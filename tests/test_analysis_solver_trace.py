@@ -19,7 +19,7 @@ from steering.analysis.solver_trace import (
     trace_reading,
     turn_rate,
 )
-from steering.evaluation.measures import PROBE_PROMPT_VARIANTS
+from steering.data.heldout import PROBE_PROMPT_VARIANTS
 from steering.model.ode import SolverConfig, SolverStepLimitError
 
 H0 = torch.linspace(-1, 1, 12).view(1, 3, 4)

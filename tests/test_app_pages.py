@@ -373,7 +373,7 @@ def test_trajectory_page_follows_the_slider(lab_env):
 
 
 def test_regimes_page_shows_every_switch_and_the_alignment_test(lab_env):
-    from steering.evaluation.evaluate import PROBE_PROMPT_VARIANTS
+    from steering.data.heldout import PROBE_PROMPT_VARIANTS
 
     at = run_app({"prompt": "The movie was"}, page="pages/regimes.py")
     no_exception(at)

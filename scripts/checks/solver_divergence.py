@@ -19,8 +19,9 @@ import torch
 from scipy.integrate import solve_ivp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from steering.data.heldout import heldout_prompts  # noqa: E402
 from steering.evaluation.depth_report import DIVERGENCE_US, PROMPTS  # noqa: E402
-from steering.evaluation.measures import heldout_prompts, solver_divergence  # noqa: E402
+from steering.evaluation.measures import solver_divergence
 from steering.training.checkpoint import load_model_or_saved_state  # noqa: E402
 
 

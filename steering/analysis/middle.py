@@ -49,7 +49,7 @@ class MiddleWork:
 def middle_work(
     model, inputs: torch.Tensor, targets: torch.Tensor, controls: torch.Tensor | None = None, batch: int = 32
 ) -> MiddleWork:
-    """Measure the middle on held-out windows (inputs/targets as train.heldout_batch gives them)."""
+    """Measure the middle on held-out windows (inputs/targets as data.heldout.heldout_batch gives them)."""
     was_training = model.training
     model.eval()
     hybrid = hasattr(model, "field")

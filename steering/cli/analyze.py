@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.heldout import PROMPT_SETS, prompt_set
 from ..model.ode import ADAPTIVE_SOLVERS, SolverConfig
 
 KINDS = (
@@ -28,7 +29,6 @@ KINDS = (
     "curvature",
     "solver-trace",
 )
-PROMPT_SETS = ("probe", "heldout")
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "steering-analysis-cache"
 
 
@@ -265,20 +265,6 @@ def _curvature_by_level(args, model, tok, r) -> dict:
     }
 
 
-def prompt_set(name: str, tok, n: int) -> list[str]:
-    """The prompts of a named set: the evaluation's probe prompts, or the openings of n held-out reviews."""
-    from ..data.tokenizer import decode
-    from ..evaluation.measures import PROBE_PROMPT_VARIANTS, heldout_prompts
-
-    if name == "probe":
-        return list(PROBE_PROMPT_VARIANTS)
-    if name == "heldout":
-        if n < 1:
-            raise ValueError(f"--n must be at least 1, got {n}")
-        return [decode(tok, ids[1:]) for ids in heldout_prompts(tok, n)]  # without the BOS the encoder adds back
-    raise ValueError(f"unknown prompt set {name!r}; choose from {', '.join(PROMPT_SETS)}")
-
-
 def _regimes_over_prompts(args, model, tok):
     from ..analysis.alignment import regimes_over_prompts
 
@@ -450,8 +436,8 @@ def _probes(args, model, tok, u, solver, n_tau):
 
 def _middle(args, model, tok, u, solver, n_tau):
     from ..analysis.middle import middle_work
-    from ..evaluation.measures import FULL, heldout_prompts, solver_divergence
-    from ..training.train import heldout_batch
+    from ..data.heldout import heldout_batch, heldout_prompts
+    from ..evaluation.measures import FULL, solver_divergence
 
     inputs, targets, controls = heldout_batch(tok, model.config.block_size, args.n_reviews or FULL.val_reviews)
     w = middle_work(model, inputs, targets, controls)
@@ -478,7 +464,8 @@ def _middle(args, model, tok, u, solver, n_tau):
 
 
 def _fluency(args, model, tok, u, solver, n_tau):
-    from ..evaluation.measures import FULL, generate_for_prompts, heldout_prompts, perplexity_by_side
+    from ..data.heldout import heldout_prompts
+    from ..evaluation.measures import FULL, generate_for_prompts, perplexity_by_side
 
     prompts = heldout_prompts(tok, args.n_reviews or FULL.prompts)
     sides = perplexity_by_side(model, prompts, generate_for_prompts(model, tok, prompts))
@@ -495,7 +482,8 @@ def _fluency(args, model, tok, u, solver, n_tau):
 
 
 def _wordprobe(args, model, tok, u, solver, n_tau):
-    from ..evaluation.measures import PROBE_PROMPT_VARIANTS, probe_over_prompts
+    from ..data.heldout import PROBE_PROMPT_VARIANTS
+    from ..evaluation.measures import probe_over_prompts
 
     # the evaluation's prompt and its nine variants, and --prompt where it is none of them
     prompts = list(PROBE_PROMPT_VARIANTS) + ([args.prompt] if args.prompt not in PROBE_PROMPT_VARIANTS else [])

@@ -21,10 +21,11 @@ import numpy as np
 import torch
 
 from ..data import user_data
+from ..data.heldout import PROMPT_TOKENS, heldout_batch
 from ..data.tokenizer import bos_id, encode
 from ..model.ode import SolverConfig
 from ..training.checkpoint import load_checkpoint
-from ..training.train import evaluate_loss, heldout_batch
+from ..training.train import evaluate_loss
 from .evaluate import (
     _same_tokenizer,
     bits_per_byte,
@@ -39,7 +40,6 @@ from .evaluate import (
 )
 from .measures import (
     FULL,
-    PROMPT_TOKENS,
     QUICK,
     SEED,
     PromptGenerations,

@@ -61,9 +61,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..data.heldout import heldout_prompts
 from ..model.ode import TRAINING_SOLVER, SolverConfig
 from ..model.transformer import DiscreteTransformer, HybridODETransformer, ModelConfig
-from .measures import heldout_prompts, solver_divergence
+from .measures import solver_divergence
 
 DEMO_CONFIG = dict(d_model=256, n_heads=4, vocab_size=4096, block_size=128, field_hidden=512, control_embed_dim=32)
 LATENCY_BATCH, LATENCY_TOKENS = 8, 128

@@ -18,6 +18,7 @@ import json
 import torch
 
 from ..analysis.regimes import nfe_regimes
+from ..data.heldout import PROBE_PROMPT_VARIANTS, heldout_prompts
 from ..model.ode import SolverConfig
 from .evaluate import (
     TARGETS,
@@ -27,7 +28,7 @@ from .evaluate import (
     middle_relative_update,
     outer_only_bits_per_byte,
 )
-from .measures import PROBE_PROMPT_VARIANTS, heldout_prompts, solver_divergence
+from .measures import solver_divergence
 
 TEXTS_PER_GROUP = 10  # held-out openings per (label, source): 40 texts
 PROMPTS = 6  # held-out prompts for the divergence

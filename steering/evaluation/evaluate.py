@@ -32,23 +32,21 @@ import torch
 from ..analysis.curvature import token_path_curvature
 from ..analysis.middle import relative_update
 from ..data import reviews as data
+from ..data.heldout import PROBE_PROMPT, PROBE_PROMPT_VARIANTS, PROMPT_TOKENS, heldout_batch, heldout_prompts  # noqa: F401  (as .measures)
 from ..data.tokenizer import bos_id, decode, encode
 from ..data.user_data import is_user_checkpoint
 from ..inference.sampling import Sampling
 from ..judges.judge import WORD, judge_sentiment, judge_style, sentiment_judge, training_words
 from ..model.ode import SolverConfig
 from ..training.checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
-from ..training.train import evaluate_loss, heldout_batch
+from ..training.train import evaluate_loss
 from .measures import (  # noqa: F401  (the names callers have always found here are re-exported)
     BPB_CHARS,
     BPB_REVIEWS,
     FULL,
     NEW_TOKENS,
     PROBE_CONTROLS,
-    PROBE_PROMPT,
-    PROBE_PROMPT_VARIANTS,
     PROBE_WORDS,
-    PROMPT_TOKENS,
     QUICK,
     REFERENCE_SOLVER,
     SEED,
@@ -57,7 +55,6 @@ from .measures import (  # noqa: F401  (the names callers have always found here
     PromptGenerations,
     continuation_perplexity,
     generate_for_prompts,
-    heldout_prompts,
     perplexity_by_side,
     probe_controls,
     probe_over_prompts,

@@ -261,7 +261,7 @@ def solver_probing(model, tok, size: Size) -> dict:
     from ..analysis.alignment import regimes_over_prompts
     from ..analysis.probes import linear_probes
     from ..analysis.regimes import nfe_regimes, tolerance_scaling
-    from ..cli.analyze import prompt_set
+    from ..data.heldout import prompt_set
     from ..data.reviews import heldout_reviews
 
     grid = np.round(np.linspace(-2.0, 2.0, size.regimes_points), 6)

@@ -1,7 +1,7 @@
-"""The evaluation's prompts, generations and probes: the measurements `evaluate` and `analyze` share.
+"""The evaluation's generations and probes: the measurements `evaluate`, `depth`, `bench` and `analyze` share.
 
 `steering.evaluation.evaluate` builds its report from these (and re-exports them); `steering.cli.analyze` runs
-them one at a time. Both import them from here, so no analysis module depends on the evaluation.
+them one at a time. The prompts they run on (the probe prompts, held-out openings) are steering.data.heldout's.
 What each measures, and on which data: steering/evaluation/evaluate.py's docstring.
 """
 
@@ -13,18 +13,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..data import reviews as data
+from ..data.heldout import PROBE_PROMPT, PROBE_PROMPT_VARIANTS
 from ..data.tokenizer import bos_id, decode, encode
 from ..inference.generate import sample_tokens
 from ..inference.sampling import DEFAULT_SAMPLING, Sampling
 from ..model.ode import SolverConfig
 
-PROMPT_TOKENS = 8
 NEW_TOKENS = 40
 SEED = 1234
 BPB_CHARS = 300
 BPB_REVIEWS = 100  # per (label, source)
-PROBE_PROMPT = "The movie was"
 PROBE_WORDS = {"good": " good", "bad": " bad"}
 
 
@@ -34,19 +32,6 @@ def probe_controls(steer_u: float = 1.0) -> dict[str, float]:
 
 
 PROBE_CONTROLS = probe_controls(1.0)
-# the probe's prompt and nine of its kind: how much the one-prompt figure owes to its exact wording
-PROBE_PROMPT_VARIANTS = (
-    PROBE_PROMPT,
-    "The film was",
-    "This movie is",
-    "This film is",
-    "The acting was",
-    "The plot was",
-    "The story was",
-    "Overall, the movie was",
-    "I thought the film was",
-    "The ending was",
-)
 REFERENCE_SOLVER = SolverConfig("dopri5", rtol=1e-6, atol=1e-6, max_steps=10_000)
 
 
@@ -77,29 +62,6 @@ QUICK = EvalSize(prompts=8, val_reviews=32, bpb_reviews=8, curvature_texts=4)
 
 
 # ---------------------------------------------------------------- prompts and generations
-
-
-def heldout_prompts(tok, n: int, prompt_tokens: int = PROMPT_TOKENS) -> list[list[int]]:
-    """BOS + the first prompt_tokens tokens of n held-out reviews, round-robin over (label, source)."""
-    if n < 1:
-        raise ValueError(f"need at least one prompt, got {n}")
-    groups: dict = {}
-    for r in data.heldout_reviews():
-        groups.setdefault((r.label, r.source), []).append(r)
-    queues = [iter(groups[key]) for key in sorted(groups)]
-    prompts, bos = [], bos_id(tok)
-    while len(prompts) < n and queues:
-        for queue in list(queues):
-            review = next(queue, None)
-            if review is None:
-                queues.remove(queue)
-                continue
-            ids = encode(tok, review.text)
-            if len(ids) >= prompt_tokens:
-                prompts.append([bos] + ids[:prompt_tokens])
-            if len(prompts) == n:
-                break
-    return prompts
 
 
 @dataclass

@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from ..data import reviews as data
 from ..data import user_data
+from ..data.heldout import heldout_batch
 from ..data.tokenizer import bos_id, load_tokenizer, train_tokenizer
 from ..model.transformer import ModelConfig, build_model, language_model_loss
 from . import distributed
@@ -142,25 +143,6 @@ def prepare_tokenizer(cfg: TrainConfig, reviews, rank: int, world: int, device: 
         load_tokenizer(path)  # its errors name the file
         payload = path.read_bytes()
     return Tokenizer.from_str(distributed.broadcast_bytes(payload, rank, world, device or torch.device("cpu")).decode())
-
-
-def heldout_batch(tok, block_size: int, n_reviews: int, heldout=None):
-    """The first block_size+1 tokens of the first n held-out reviews of each (label, source)
-    (heldout: another held-out split, such as a user file's; default the corpus's)."""
-    heldout = data.heldout_reviews() if heldout is None else heldout
-    groups: dict = {}
-    for r in heldout:
-        groups.setdefault((r.label, r.source), []).append(r)
-    per_group = max(1, n_reviews // len(groups))
-    picked = [r for key in sorted(groups) for r in groups[key][:per_group]]
-    enc = data.encode_reviews(tok, picked, bos_id(tok), max_tokens=block_size + 1)
-    width = max(len(t) for t in enc.tokens) - 1
-    inputs = torch.zeros(len(picked), width, dtype=torch.long)
-    targets = torch.full((len(picked), width), -1, dtype=torch.long)
-    for i, t in enumerate(enc.tokens):
-        inputs[i, : len(t) - 1] = t[:-1]
-        targets[i, : len(t) - 1] = t[1:]
-    return inputs, targets, enc.controls
 
 
 @torch.no_grad()
