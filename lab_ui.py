@@ -147,7 +147,8 @@ def model_texts() -> lab.ModelTexts:
 
 @st.cache_resource(show_spinner=False)
 def _axis_judge(path: str, key: str):
-    from steering.data.user_data import is_user_model, load_axis_judges
+    from steering.data.user_data import is_user_model
+    from steering.judges.axis_judges import load_axis_judges
 
     if not is_user_model(_config_of(path)):
         return None

@@ -8,6 +8,7 @@ from user_files import labelled_rows, write_csv, write_jsonl, write_parquet
 
 from steering.cli.main import main
 from steering.data import user_data
+from steering.judges import axis_judges
 
 AXES = ["formality=register:casual,formal", "topic=topic"]
 
@@ -281,5 +282,5 @@ def test_a_judge_is_still_fitted_when_no_word_appears_twice(tmp_path):
         for i in range(240)
     ]
     corpus = user_data.load_corpus(write_csv(tmp_path / "unique.csv", rows), "text", ["kind=kind"])
-    (judge,) = user_data.train_axis_judges(corpus)
+    (judge,) = axis_judges.train_axis_judges(corpus)
     assert judge.spec.min_df == 1 and len(judge.vocabulary) == len(corpus.train)

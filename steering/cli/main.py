@@ -320,7 +320,7 @@ def _at_least_seven(text: str) -> int:
 
 @command("evaluate", "judge steered generations and check both models on the held-out split")
 def _evaluate(args):
-    from ..data.user_data import is_user_checkpoint
+    from ..training.checkpoint import is_user_checkpoint
 
     if is_user_checkpoint(args.checkpoint):
         from ..evaluation.axis_eval import run  # its own axes, judged by the judges trained on its file

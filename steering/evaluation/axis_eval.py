@@ -4,7 +4,7 @@ The same measurements as steering/evaluation/evaluate.py where they carry over (
 the gradient counts, solver divergence, valid words, repeats, the perplexity cost of steering), on
 the held-out split saved with the checkpoint (heldout.jsonl). Steering: for each axis, NEW_TOKENS
 continuations of held-out openings at u = +s and u = -s on that axis (the other at 0), judged by
-that axis's judge (user_data.train_axis_judges, saved in the checkpoint's judges/); the share
+that axis's judge (judges.axis_judges.train_axis_judges, saved in the checkpoint's judges/); the share
 judged on the asked-for side. Each judge's held-out accuracy says how far to trust it.
 
 Without a baseline (none given, and the shipped one is on another tokenizer, as it always is for a
@@ -23,6 +23,7 @@ import torch
 from ..data import user_data
 from ..data.heldout import PROMPT_TOKENS, heldout_batch
 from ..data.tokenizer import bos_id, encode
+from ..judges import axis_judges
 from ..model.ode import SolverConfig
 from ..training.checkpoint import load_checkpoint
 from ..training.train import evaluate_loss
@@ -115,7 +116,7 @@ def evaluate_axes(checkpoint, baseline=None, quick: bool = False, steer_u: float
         raise ValueError(f"steer_u must lie in (0, 3], got {steer_u}")
     axes = user_data.axes_of(config)
     heldout = user_data.read_heldout(checkpoint)
-    judges = user_data.load_axis_judges(checkpoint)
+    judges = axis_judges.load_axis_judges(checkpoint)
     torch.manual_seed(SEED)
 
     block = hybrid.config.block_size if discrete is None else min(hybrid.config.block_size, discrete.config.block_size)
@@ -168,7 +169,7 @@ def evaluate_axes(checkpoint, baseline=None, quick: bool = False, steer_u: float
             report["axes"][index]["probe"] = probe
     report["solver_divergence"] = solver_divergence(hybrid, prompts, (-steer_u, 0.0, steer_u))
     report["ode_relative_displacement"] = middle_relative_update(hybrid, val_x, val_y)
-    report["valid_word_rate"] = valid_word_rate(tok, gens, user_data.load_training_words(checkpoint))
+    report["valid_word_rate"] = valid_word_rate(tok, gens, axis_judges.load_training_words(checkpoint))
     report["repeated_trigram_rate"] = repeated_trigram_rate(
         [t for k in gens.continuations for t in gens.continuations[k]]
     )

@@ -34,11 +34,10 @@ from ..analysis.middle import relative_update
 from ..data import reviews as data
 from ..data.heldout import PROBE_PROMPT, PROBE_PROMPT_VARIANTS, PROMPT_TOKENS, heldout_batch, heldout_prompts  # noqa: F401  (as .measures)
 from ..data.tokenizer import bos_id, decode, encode
-from ..data.user_data import is_user_checkpoint
 from ..inference.sampling import Sampling
 from ..judges.judge import WORD, judge_sentiment, judge_style, sentiment_judge, training_words
 from ..model.ode import SolverConfig
-from ..training.checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
+from ..training.checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, is_user_checkpoint, load_checkpoint, read_log
 from ..training.train import evaluate_loss
 from .measures import (  # noqa: F401  (the names callers have always found here are re-exported)
     BPB_CHARS,

@@ -450,7 +450,7 @@ def build_talk(
     if texts.user_model:  # a model trained on one's own file: its axes' words, its own judge and probe targets
         ends = texts.ends[0]
         if checkpoint is not None and (Path(checkpoint) / "judges").is_dir():
-            from ..data.user_data import load_axis_judges
+            from ..judges.axis_judges import load_axis_judges
 
             axis_judge = load_axis_judges(checkpoint)[0]
     targets = texts.probe_targets

@@ -11,6 +11,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from ..data.tokenizer import load_tokenizer
+from ..data.user_data import is_user_model
 from ..model.transformer import ModelConfig, build_model
 from .config import train_config_from_dict
 
@@ -127,3 +128,8 @@ def read_log(ckpt_dir: str | Path) -> list[dict]:
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def is_user_checkpoint(folder: str | Path) -> bool:
+    """Whether a checkpoint folder holds a model trained on a user's file (its config records the axes)."""
+    return (Path(folder) / CONFIG).is_file() and is_user_model(read_config(folder))

@@ -37,6 +37,7 @@ from ..data import reviews as data
 from ..data import user_data
 from ..data.heldout import heldout_batch
 from ..data.tokenizer import bos_id, load_tokenizer, train_tokenizer
+from ..judges import axis_judges
 from ..model.transformer import ModelConfig, build_model, language_model_loss
 from . import distributed
 from .checkpoint import LOG, TOKENIZER, last_saved_state, save_checkpoint
@@ -557,7 +558,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         }
         if corpus is not None:  # the axes, their judges and the lab's prompts come from the file
             chosen = user_data.parse_probe_words(cfg.probe_words, [a.name for a in corpus.axes])
-            meta["axes"] = user_data.axes_meta(user_data.write_axis_judges(corpus, out, chosen))
+            meta["axes"] = user_data.axes_meta(axis_judges.write_axis_judges(corpus, out, chosen))
             meta["prompts"] = user_data.suggested_prompts(corpus)
         save_checkpoint(model, out, tok, meta)
         for folder in (state_dir, state_dir.with_name("resume.old"), state_dir.with_name("resume.new")):
