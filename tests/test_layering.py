@@ -1,8 +1,11 @@
 """Which modules may import which, read from the source (AST) without importing anything.
 
-steering.analysis sits below the evaluation: `analyze` shares the evaluation's prompts and probes through
-steering.evaluation.measures, never steering.evaluation.evaluate. steering.figures draws plain numbers and arrays: it never
-imports torch or another steering module (the app's pages bring the model's numbers to it).
+steering/ is a few domain packages with one order, lowest first (DOMAINS): a module imports only from its own
+domain and the ones before it, inside functions too. So the data, the judges and the model know nothing of
+training or the lab; analysis computes on the model without the evaluation; the command line (cli/ and
+__main__.py) sits on top and nothing imports it. steering.figures draws plain numbers and arrays: it never
+imports torch or another steering domain (the app's pages bring the model's numbers to it). No module imports
+one that imports it back, and nothing in steering/ imports Streamlit (only app.py, lab_ui.py and pages/ do).
 """
 
 from __future__ import annotations
@@ -42,29 +45,67 @@ def steering_imports(path: Path) -> set[str]:
 
 
 def test_imported_modules_resolves_relative_imports():
-    assert "steering.model.ode.SolverConfig" in imported_modules(PACKAGE / "analysis" / "cli.py")  # from ..ode
-    assert "steering.analysis.middle" in imported_modules(PACKAGE / "evaluate.py")  # from .analysis.middle
+    assert "steering.model.ode.SolverConfig" in imported_modules(PACKAGE / "cli" / "analyze.py")  # from ..model.ode
+    assert "steering.analysis.middle" in imported_modules(PACKAGE / "evaluation" / "evaluate.py")  # ..analysis.middle
     assert "steering.analysis.pca" in imported_modules(PACKAGE / "analysis" / "__init__.py")  # from .pca
     assert "numpy" in imported_modules(PACKAGE / "figures" / "flow.py")
 
 
-def test_no_analysis_module_imports_the_evaluation():
-    offenders = {
-        module_name(path): sorted(
-            m
-            for m in steering_imports(path)
-            if m == "steering.evaluation.evaluate" or m.startswith("steering.evaluation.evaluate.")
-        )
-        for path in sorted((PACKAGE / "analysis").glob("*.py"))
+# the domains of steering/, lowest first; steering/__main__.py is the command line's
+DOMAINS = ("data", "judges", "model", "inference", "training", "analysis", "figures", "evaluation", "lab", "cli")
+LOOSE = {"steering", "steering.__main__"}  # the package itself and `python -m steering`
+
+
+def domain_of(module: str) -> str | None:
+    """The domain a steering module belongs to (None for the package itself)."""
+    parts = module.split(".")
+    if len(parts) < 2:
+        return None
+    return "cli" if parts[1] == "__main__" else parts[1]
+
+
+def against_the_order(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a domain to a later one, as 'module (domain) -> module (domain)'."""
+    found = []
+    for name in sorted(graph):
+        here = domain_of(name)
+        for target in sorted(graph[name]):
+            there = domain_of(target)
+            if here in DOMAINS and there in DOMAINS and DOMAINS.index(there) > DOMAINS.index(here):
+                found.append(f"{name} ({here}) -> {target} ({there})")
+    return found
+
+
+def test_steering_is_its_domains_and_a_few_loose_modules():
+    loose = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(loose) <= 4, loose
+    packages = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+    assert packages == sorted(DOMAINS), packages
+    outside = sorted(m for m in _import_graph() if m not in LOOSE and domain_of(m) not in DOMAINS)
+    assert not outside, outside
+
+
+def test_the_order_check_finds_an_import_against_it():
+    graph = {
+        "steering.data.reviews": {"steering.data.tokenizer"},
+        "steering.model.ode": {"steering.training.train", "steering.data.reviews"},
+        "steering.__main__": {"steering.cli.main"},
+        "steering.cli.main": {"steering.lab.logic"},
     }
-    assert not {k: v for k, v in offenders.items() if v}, (
-        "steering.analysis must not import steering.evaluation.evaluate (share code through steering.evaluation.measures)"
-    )
+    assert against_the_order(graph) == ["steering.model.ode (model) -> steering.training.train (training)"]
 
 
-def test_the_shared_measures_sit_below_evaluation_and_analysis():
-    below = steering_imports(PACKAGE / "measures.py")
-    assert not {m for m in below if m.startswith(("steering.evaluation.evaluate", "steering.analysis"))}
+def test_imports_run_down_the_domain_order():
+    offenders = against_the_order(_import_graph())
+    assert not offenders, "imports against the order " + " < ".join(DOMAINS) + ":\n" + "\n".join(offenders)
+
+
+def test_nothing_in_steering_imports_streamlit():
+    offenders = {
+        module_name(path): sorted(m for m in imported_modules(path) if m.split(".")[0] == "streamlit")
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+    assert not {k: v for k, v in offenders.items() if v}
 
 
 def test_figures_import_neither_torch_nor_the_model():
@@ -82,22 +123,16 @@ def test_figures_import_neither_torch_nor_the_model():
 
 
 def test_evaluate_reexports_the_shared_measures_unchanged():
+    from steering.data import heldout
     from steering.evaluation import evaluate, measures
 
-    for name in (
-        "FULL",
-        "QUICK",
-        "SEED",
-        "NEW_TOKENS",
-        "PROMPT_TOKENS",
-        "PROBE_PROMPT_VARIANTS",
-        "heldout_prompts",
-        "generate_for_prompts",
-        "perplexity_by_side",
-        "probe_over_prompts",
-        "solver_divergence",
+    for source, names in (
+        (measures, ("FULL", "QUICK", "SEED", "NEW_TOKENS", "generate_for_prompts", "perplexity_by_side")),
+        (measures, ("probe_over_prompts", "solver_divergence")),
+        (heldout, ("PROMPT_TOKENS", "PROBE_PROMPT_VARIANTS", "heldout_prompts")),
     ):
-        assert getattr(evaluate, name) is getattr(measures, name), name
+        for name in names:
+            assert getattr(evaluate, name) is getattr(source, name), name
 
 
 def _import_graph() -> dict[str, set[str]]:
