@@ -24,7 +24,7 @@ import streamlit.components.v2 as components
 import torch
 
 from steering.figures import instant_steer
-from steering.lab import logic as lab
+from steering.lab import compute, logic
 from steering.lab import talk_scripts as talks
 from steering.lab.prefetch import FairLock, Prefetcher, in_background
 from steering.model.ode import FIXED_SOLVERS, SolverConfig, SolverStepLimitError
@@ -101,7 +101,7 @@ def checkpoint_choices() -> list[Path]:
 def _switch_checkpoint():
     chosen = st.session_state.get("w_checkpoint")
     st.session_state[CHOSEN_CHECKPOINT_KEY] = chosen
-    texts = lab.model_texts(_config_of(str(chosen)))
+    texts = logic.model_texts(_config_of(str(chosen)))
     update(prompt=texts.prompts[0], sentiment=0.0, style=0.0)  # the new model's own opening, at u = 0
     for key in ("w_prompt", "w_sentiment", "w_style"):
         st.session_state.pop(key, None)
@@ -140,9 +140,9 @@ def talk_folder() -> Path:
     return own if own.is_dir() else talks.TALKS_DIR
 
 
-def model_texts() -> lab.ModelTexts:
+def model_texts() -> logic.ModelTexts:
     """The slider names, end labels, help texts, prompts and probe targets of the model in use."""
-    return lab.model_texts(_config_of(str(checkpoint_dir())))
+    return logic.model_texts(_config_of(str(checkpoint_dir())))
 
 
 @st.cache_resource(show_spinner=False)
@@ -184,19 +184,19 @@ def _pca_map(path: str, key: str):
 
     loaded = _load(path)
     with loaded.lock:
-        texts = lab.model_texts(loaded.config)
+        texts = logic.model_texts(loaded.config)
         if texts.user_model:  # the map's reference paths: openings of the model's own held-out texts
             return pca_map_for_checkpoint(
-                loaded.model, loaded.tok, key, lab.cache_dir() / "pca", prompts=texts.prompts[:5]
+                loaded.model, loaded.tok, key, logic.cache_dir() / "pca", prompts=texts.prompts[:5]
             )
-        return pca_map_for_checkpoint(loaded.model, loaded.tok, key, lab.cache_dir() / "pca")
+        return pca_map_for_checkpoint(loaded.model, loaded.tok, key, logic.cache_dir() / "pca")
 
 
 @st.cache_resource(show_spinner=False)
 def _steer_views(path: str, key: str) -> Prefetcher:
     loaded, pca = _load(path), _pca_map(path, key)
 
-    def compute(steer_key: tuple):
+    def compute_one(steer_key: tuple):
         prompt, control, solver_items, seed, max_new_tokens = steer_key
         # one torch thread for this thread (OpenMP's setting is per thread): decoding one token at a
         # time is no faster on two, and the browser and the background worker keep a core
@@ -204,7 +204,7 @@ def _steer_views(path: str, key: str) -> Prefetcher:
         # worked out ahead (on the worker), a view lets a waiting page have the model between two tokens
         pause = (lambda: loaded.lock.pause_for_foreground() and False) if in_background() else None
         with loaded.lock:
-            view = lab.compute_steer_view(
+            view = compute.compute_steer_view(
                 loaded.model,
                 loaded.tok,
                 pca,
@@ -216,13 +216,13 @@ def _steer_views(path: str, key: str) -> Prefetcher:
                 cancelled=pause,
             )
         # outside the lock: the judges do not need the model
-        return lab.attach_judgements([view], _axis_judge(path, key))[0]
+        return compute.attach_judgements([view], _axis_judge(path, key))[0]
 
     def compute_many(steer_keys, cancelled):
         """Several controls of one wish (same prompt, solver, seed, length) in one batched decode."""
         prompt, _, solver_items, seed, max_new_tokens = steer_keys[0]
         if any(k[:1] + k[2:] != steer_keys[0][:1] + steer_keys[0][2:] for k in steer_keys):
-            return [compute(k) for k in steer_keys]
+            return [compute_one(k) for k in steer_keys]
 
         def between_tokens() -> bool:
             # a page waiting for the model goes first (the batch's own state is its own); then: stop?
@@ -231,7 +231,7 @@ def _steer_views(path: str, key: str) -> Prefetcher:
 
         torch.set_num_threads(1)
         with loaded.lock:
-            views = lab.compute_steer_views(
+            views = compute.compute_steer_views(
                 loaded.model,
                 loaded.tok,
                 pca,
@@ -242,10 +242,10 @@ def _steer_views(path: str, key: str) -> Prefetcher:
                 max_new_tokens=max_new_tokens,
                 cancelled=between_tokens,
             )
-        return lab.attach_judgements(views, _axis_judge(path, key))
+        return compute.attach_judgements(views, _axis_judge(path, key))
 
     return Prefetcher(
-        compute, max_entries=4096, delay=0.15, compute_many=compute_many, batch=STEER_BATCH, on_done=_log_range
+        compute_one, max_entries=4096, delay=0.15, compute_many=compute_many, batch=STEER_BATCH, on_done=_log_range
     )
 
 
@@ -313,12 +313,12 @@ def pca_map(loaded: Loaded):
 
 
 # ---------------------------------------------------------------- state and URL
-def state() -> lab.LabState:
+def state() -> logic.LabState:
     ss = st.session_state
     if STATE_KEY not in ss:
         params = st.query_params.to_dict()
         talk, index, talk_notices = talks.talk_from_query(params, talk_folder())
-        base, talk_page = lab.default_state(model().config.get("model")), None
+        base, talk_page = logic.default_state(model().config.get("model")), None
         texts = model_texts()
         if texts.user_model:  # a user model opens on one of its own held-out openings
             base = replace(base, prompt=texts.prompts[0])
@@ -327,7 +327,7 @@ def state() -> lab.LabState:
             ss[TALK_KEY] = (talk, index)
             base, talk_page = talk.steps[index].state(), talk.steps[index].page
             params = {k: v for k, v in params.items() if k not in ("talk", "step", "page")}
-        parsed, page, notices = lab.parse_query_params(params, base)
+        parsed, page, notices = logic.parse_query_params(params, base)
         ss[STATE_KEY] = parsed
         ss[NOTICES_KEY] = talk_notices + notices
         ss[START_PAGE_KEY] = talk_page or page
@@ -353,7 +353,7 @@ def sync_url(page: str):
     if talk is not None and talk.steps[index].page == page and talk.steps[index].state(now.presenter) == now:
         params = talks.talk_query(talk, index, now.presenter)
     else:
-        params = lab.to_query_params(now)
+        params = logic.to_query_params(now)
         if page != "steer":
             params["page"] = page
     if st.query_params.to_dict() != params:
@@ -373,7 +373,7 @@ def view_link(page: str):
     """ "Copy link to this view": the URL that reproduces this page and state, in a code box whose
     copy button copies it. Drawn last in the sidebar; from the Steer page's fragment too, where
     Streamlit replaces it on every slider move."""
-    link = lab.view_link(app_url(), state(), page)
+    link = logic.view_link(app_url(), state(), page)
     with st.sidebar.container(key="view_link"):
         st.caption(
             "Copy link to this view",
@@ -384,11 +384,11 @@ def view_link(page: str):
 
 def show_url_notices():
     for notice in st.session_state.get(NOTICES_KEY, []):
-        st.warning(lab.escape_markdown(notice), icon=":material/link:")  # notices quote the link
+        st.warning(logic.escape_markdown(notice), icon=":material/link:")  # notices quote the link
 
 
 def apply_style():
-    st.markdown(lab.page_css(state().presenter), unsafe_allow_html=True)  # fixed CSS, no user text
+    st.markdown(logic.page_css(state().presenter), unsafe_allow_html=True)  # fixed CSS, no user text
     # fixed script, no user text: runs once per browser tab (it guards itself)
     st.sidebar.html(BROWSER_SCRIPT, unsafe_allow_javascript=True)
 
@@ -454,7 +454,7 @@ BROWSER_SCRIPT = """<span hidden></span><script>
 
 
 def font_size() -> int:
-    return lab.figure_font_size(state().presenter)
+    return logic.figure_font_size(state().presenter)
 
 
 # ---------------------------------------------------------------- widgets bound to the state
@@ -471,18 +471,19 @@ def _bind(widget_key: str, field: str, convert=lambda v: v):
 bind = _bind  # for a page's own widget that is part of the link's state (the map's dims)
 
 
-SENTIMENT_HELP, STYLE_HELP = lab.SENTIMENT_HELP, lab.STYLE_HELP  # the shipped model's (model_texts() has the model's)
+# the shipped model's (model_texts() has the model's)
+SENTIMENT_HELP, STYLE_HELP = logic.SENTIMENT_HELP, logic.STYLE_HELP
 
 
 def sentiment_slider(container=st, label: str | None = None):
     """The first axis's slider (named after the model's axis: sentiment for the shipped model)."""
     texts = model_texts()
-    on_change = _bind("w_sentiment", "sentiment", lambda v: lab.snap_u(float(v)))
+    on_change = _bind("w_sentiment", "sentiment", lambda v: logic.snap_u(float(v)))
     return container.slider(
         label or texts.labels[0],
-        lab.U_MIN,
-        lab.U_MAX,
-        step=lab.U_STEP,
+        logic.U_MIN,
+        logic.U_MAX,
+        step=logic.U_STEP,
         format="%+.2f",
         key="w_sentiment",
         on_change=on_change,
@@ -498,7 +499,7 @@ def instant_sentiment(payload: dict):
     def on_sentiment_change():
         value = (st.session_state.get(INSTANT_KEY) or {}).get("sentiment")
         try:
-            u = lab.snap_u(min(max(float(value), lab.U_MIN), lab.U_MAX))
+            u = logic.snap_u(min(max(float(value), logic.U_MIN), logic.U_MAX))
         except (TypeError, ValueError):
             return  # not a number: keep the state as it is
         update(sentiment=u)
@@ -516,12 +517,12 @@ def instant_sentiment(payload: dict):
 def style_slider(container=st, label: str | None = None):
     """The second axis's slider (style for the shipped model; disabled at 0 for a one-axis model)."""
     texts = model_texts()
-    on_change = _bind("w_style", "style", lambda v: lab.snap_u(float(v)))
+    on_change = _bind("w_style", "style", lambda v: logic.snap_u(float(v)))
     return container.slider(
         label or texts.labels[1],
-        lab.U_MIN,
-        lab.U_MAX,
-        step=lab.U_STEP,
+        logic.U_MIN,
+        logic.U_MAX,
+        step=logic.U_STEP,
         format="%+.2f",
         key="w_style",
         on_change=on_change,
@@ -547,7 +548,7 @@ def sidebar_controls(*, solver: bool = True, prompt: bool = True):
             key="w_prompt",
             on_change=_bind("w_prompt", "prompt"),
             height=90,
-            help=f"Any text; the first {lab.MAX_PROMPT_CHARS} characters are used.",
+            help=f"Any text; the first {logic.MAX_PROMPT_CHARS} characters are used.",
         )
         bar.pills(
             "Examples",
@@ -559,14 +560,14 @@ def sidebar_controls(*, solver: bool = True, prompt: bool = True):
     if solver:
         bar.selectbox(
             "Solver",
-            lab.LAB_SOLVERS,
+            logic.LAB_SOLVERS,
             key="w_solver",
             on_change=_bind("w_solver", "solver"),
             help="Fixed-step solvers take a set number of steps; adaptive ones choose their steps to meet a tolerance.",
         )
         if state().solver in FIXED_SOLVERS:
             bar.number_input(
-                "Steps", lab.STEPS_MIN, lab.STEPS_MAX, key="w_steps", on_change=_bind("w_steps", "steps", int)
+                "Steps", logic.STEPS_MIN, logic.STEPS_MAX, key="w_steps", on_change=_bind("w_steps", "steps", int)
             )
         else:
             options = sorted(set(TOLERANCES) | {state().tolerance}, reverse=True)
@@ -674,7 +675,7 @@ def talk_bar() -> str | None:
             help="Next step (PageDown)",
         )
         st.markdown(
-            f"**{index + 1} / {len(talk.steps)}** · {lab.escape_markdown(talk.steps[index].caption)}", width="stretch"
+            f"**{index + 1} / {len(talk.steps)}** · {logic.escape_markdown(talk.steps[index].caption)}", width="stretch"
         )
     if back and index > 0:
         return go_to_step(talk, index - 1)
@@ -685,11 +686,11 @@ def talk_bar() -> str | None:
 
 def prompt_or_stop() -> str:
     """The cleaned prompt; notices shown; an unusable prompt stops the page with a message."""
-    cleaned = lab.clean_prompt(state().prompt)
+    cleaned = logic.clean_prompt(state().prompt)
     for notice in cleaned.notices[:-1] if cleaned.refused else cleaned.notices:
-        st.warning(lab.escape_markdown(notice))
+        st.warning(logic.escape_markdown(notice))
     if cleaned.refused:
-        st.info(lab.escape_markdown(cleaned.notices[-1]), icon=":material/edit:")
+        st.info(logic.escape_markdown(cleaned.notices[-1]), icon=":material/edit:")
         st.stop()
     return cleaned.text
 
@@ -707,9 +708,9 @@ def run_safely(fn, *args, what: str = "this computation", **kwargs):
     try:
         return fn(*args, **kwargs)
     except SolverStepLimitError as err:
-        st.error(lab.escape_markdown(f"The solver gave up on {what}: {err}"))
+        st.error(logic.escape_markdown(f"The solver gave up on {what}: {err}"))
     except ValueError as err:
-        st.error(lab.escape_markdown(f"Cannot compute {what}: {err}"))
+        st.error(logic.escape_markdown(f"Cannot compute {what}: {err}"))
     st.stop()
 
 
@@ -783,7 +784,7 @@ def control_sliders():
 
 def download_csv(label: str, columns: dict, filename: str, key: str | None = None):
     st.download_button(
-        label, lab.table_csv(columns), file_name=filename, mime="text/csv", key=key, icon=":material/download:"
+        label, logic.table_csv(columns), file_name=filename, mime="text/csv", key=key, icon=":material/download:"
     )
 
 

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from steering.analysis.pca import fit_pca_map  # noqa: E402
-from steering.lab.logic import compute_steer_views, slider_positions  # noqa: E402
+from steering.lab.compute import compute_steer_views  # noqa: E402
+from steering.lab.logic import slider_positions  # noqa: E402
 from steering.training.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint  # noqa: E402
 
 

@@ -9,7 +9,7 @@ from steering.analysis.inputs import PATH_SOLVER
 from steering.analysis.solver_trace import field_geometry
 from steering.figures.dynamics import contraction_figure, convergence_figure
 from steering.figures.solver_trace import stretching_figure
-from steering.lab import logic as lab
+from steering.lab import logic
 
 header = ui.page_header(
     "Dynamics of the flow",
@@ -78,7 +78,7 @@ geometry = ui.analysis(
 ui.plot(ui.styled(stretching_figure(geometry), height=420), key="stretching")
 top = float(np.max(geometry.stretching))
 st.markdown(
-    lab.bold_then_plain(
+    logic.bold_then_plain(
         "Reading: ",
         f"the largest stretching rate over u and τ is {top:+.3g}: "
         + ("the flow contracts everywhere measured." if top < 0 else "some direction expands somewhere."),

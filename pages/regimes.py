@@ -11,7 +11,7 @@ from steering.analysis.solver_trace import field_geometry, neighbour_across_swit
 from steering.data.heldout import PROBE_PROMPT_VARIANTS
 from steering.figures.regimes import alignment_figure, nfe_regimes_figure, tolerance_figure
 from steering.figures.solver_trace import field_heatmaps_figure, step_trace_figure
-from steering.lab import logic as lab
+from steering.lab import compute, logic
 from steering.model.ode import SolverConfig
 
 texts = ui.model_texts()  # the model's first axis, its probe targets and prompts (sentiment for the shipped one)
@@ -35,7 +35,7 @@ positive = c3.text_input("Positive target", default_pos, max_chars=20, key="w_ta
 negative = c4.text_input("Negative target", default_neg, max_chars=20, key="w_target_neg")
 targets = []
 for raw in (positive, negative):
-    cleaned = lab.clean_prompt(raw)
+    cleaned = logic.clean_prompt(raw)
     if cleaned.refused:
         st.warning(f"Both targets need some text; using {default_pos!r} and {default_neg!r}.")
         targets = [default_pos, default_neg]
@@ -49,7 +49,7 @@ regimes = ui.analysis(
     loaded,
     "regimes",
     key,
-    lambda model, tok: lab.regimes_in_chunks(
+    lambda model, tok: compute.regimes_in_chunks(
         model,
         tok,
         prompt,
@@ -63,7 +63,7 @@ regimes = ui.analysis(
 )
 bar.empty()
 
-st.markdown(lab.bold_then_plain("Reading: ", regimes.reading))
+st.markdown(logic.bold_then_plain("Reading: ", regimes.reading))
 m1, m2, m3, m4, m5 = st.columns(5)
 methods = list(regimes.nfe)
 pair = " vs ".join(methods[:2])
@@ -119,7 +119,7 @@ sweep_traces = ui.analysis(
     what="what sets the levels",
 )
 if sweep_traces is not None:
-    st.markdown(lab.bold_then_plain("What sets the level: ", sweep_traces.levels_reading()))
+    st.markdown(logic.bold_then_plain("What sets the level: ", sweep_traces.levels_reading()))
 
 st.subheader("Why this many steps? The step trace at one u and its neighbour")
 st.caption(
@@ -151,7 +151,7 @@ traces = ui.analysis(
 if traces is not None:
     ordered = sorted(traces.traces, key=lambda t: abs(float(t.u[0]) - u_trace))
     for trace in ordered:
-        st.markdown(lab.bold_then_plain(f"u = {float(trace.u[0]):+.2f}: ", trace_reading(trace)))
+        st.markdown(logic.bold_then_plain(f"u = {float(trace.u[0]):+.2f}: ", trace_reading(trace)))
     ui.plot(ui.styled(step_trace_figure(ordered), height=520), key="step_trace")
 
 st.subheader("Speed, turn and stretching of the field over (u, τ)")

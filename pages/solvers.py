@@ -8,7 +8,7 @@ from steering.analysis.solvers import compare_solvers
 from steering.analysis.trajectories import pooled
 from steering.figures.flow import pca_paths_figure
 from steering.figures.solvers import divergence_figure, eval_points_figure
-from steering.lab import logic as lab
+from steering.lab import logic
 from steering.model.ode import ADAPTIVE_SOLVERS, FIXED_SOLVERS, SolverConfig
 
 header = ui.page_header(
@@ -25,7 +25,7 @@ with left:
     st.markdown("**Solver A (fixed steps)**")
     a1, a2 = st.columns(2)
     method_a = a1.selectbox("Method", FIXED_SOLVERS, key="w_a_method")
-    steps_a = a2.number_input("Steps", lab.STEPS_MIN, lab.STEPS_MAX, 4, key="w_a_steps")
+    steps_a = a2.number_input("Steps", logic.STEPS_MIN, logic.STEPS_MAX, 4, key="w_a_steps")
 with right:
     st.markdown("**Solver B (adaptive, the reference)**")
     b1, b2 = st.columns(2)

@@ -8,13 +8,13 @@ import streamlit as st
 
 import lab_ui as ui
 from steering.figures.instant_steer import instant_payload, instant_view
-from steering.lab import logic as lab
+from steering.lab import compute, logic
 
 
 @st.cache_data(max_entries=4096, show_spinner=False)
-def judged(text: str, model_key: str, _axis_judge=None) -> lab.Judgement:
+def judged(text: str, model_key: str, _axis_judge=None) -> compute.Judgement:
     """The text judged as the model's axes are (a user model: its own first-axis judge; model_key tells them apart)."""
-    return lab.judge_text(text, _axis_judge)
+    return compute.judge_text(text, _axis_judge)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -41,18 +41,18 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
     def key_at(u: float) -> tuple:
         return ui.steer_key(prompt, (u, state.style), solver, seed, max_new_tokens)
 
-    if ui.prefetch_enabled() and lab.worth_computing_ahead(solver):
+    if ui.prefetch_enabled() and logic.worth_computing_ahead(solver):
         # a new wish only when the inputs changed: the component's polls must not restart the worker.
         # The wish first: it replaces this session's earlier one, so work for inputs that changed is
         # cancelled before this run waits for the model
         wish = key_at(state.sentiment)
         if st.session_state.get("steer_wish") != wish:
             previous = st.session_state.get("steer_previous_control")
-            views.want([key_at(c[0]) for c in lab.range_controls(state.control, previous)], session=ui.session_id())
+            views.want([key_at(c[0]) for c in logic.range_controls(state.control, previous)], session=ui.session_id())
             st.session_state["steer_wish"], st.session_state["steer_previous_control"] = wish, state.control
     view = ui.run_safely(views.result, key_at(state.sentiment), what="the steered continuation")
 
-    range_keys = {u: key_at(u) for u in lab.slider_positions()}
+    range_keys = {u: key_at(u) for u in logic.slider_positions()}
     kept = views.kept(range_keys.values())
     # while the range is computed, wait a moment for more before answering (the component asks again)
     have, coming = len(kept), False
@@ -69,9 +69,9 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
         paths,
         us,
         state.sentiment,
-        u_min=lab.U_MIN,
-        u_max=lab.U_MAX,
-        u_step=lab.U_STEP,
+        u_min=logic.U_MIN,
+        u_max=logic.U_MAX,
+        u_step=logic.U_STEP,
         explained=pca.explained_variance_ratio,
         font_size=ui.font_size(),
         label=texts.labels[0],
@@ -92,14 +92,14 @@ def next_serial() -> int:
 
 
 @st.cache_data(max_entries=8192, show_spinner=False)
-def instant_view_of(model_key: str, steer_key: tuple, _view: lab.SteerView, ends=None, _axis_judge=None) -> dict:
+def instant_view_of(model_key: str, steer_key: tuple, _view: compute.SteerView, ends=None, _axis_judge=None) -> dict:
     """A view as the component draws it, once per model and slider position (each poll resends them all)."""
     view = _view
     judgement = view.judgement or judged(view.prompt_shown + view.continuation, model_key, _axis_judge)
     return instant_view(
         view.prompt_shown,
         view.continuation,
-        lab.steer_badges(judgement.score, judgement.vader_compound, view.solve_nfe, ends),
+        logic.steer_badges(judgement.score, judgement.vader_compound, view.solve_nfe, ends),
         view.next_tokens,
         view.next_probs,
         np.asarray(view.path),

@@ -4,7 +4,7 @@ import streamlit as st
 
 import lab_ui as ui
 from steering.figures.training import global_steps, training_curves_figure
-from steering.lab import logic as lab
+from steering.lab import logic
 
 ui.page_header(
     "Training: hybrid vs discrete",
@@ -37,7 +37,7 @@ st.caption(
     "exploding when its grad norm exceeds 10× the median of the previous 200, as vanishing when the "
     "middle block's grad norm is below 1e-7 (the trainer's own flags)."
 )
-st.dataframe(lab.stability_rows(logs), hide_index=True, width="stretch")
+st.dataframe(logic.stability_rows(logs), hide_index=True, width="stretch")
 
 for name, records in logs.items():
     steps = global_steps(records).tolist()

@@ -1,4 +1,4 @@
-"""The logic behind the lab's pages (steering/lab/logic.py) and its own figure builders, without Streamlit."""
+"""The logic behind the lab's pages (steering/lab/logic.py, compute.py) and its figure builders, without Streamlit."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pytest
 
 from steering.figures.steer import display_token, steer_figure
 from steering.figures.training import ema, global_steps, training_curves_figure
-from steering.lab import logic as lab
+from steering.lab import compute, logic
 
 
 def test_query_params_round_trip():
-    state = lab.LabState(
+    state = logic.LabState(
         prompt="The ending", sentiment=-1.25, style=0.5, solver="dopri5", tolerance=1e-5, presenter=True
     )
-    parsed, page, notices = lab.parse_query_params(lab.to_query_params(state))
+    parsed, page, notices = logic.parse_query_params(logic.to_query_params(state))
     assert parsed == state and page is None and notices == []
 
 
@@ -40,7 +40,7 @@ def test_query_params_round_trip():
     ],
 )
 def test_untrusted_link_values_are_clamped_with_a_notice(params, field, value, notice):
-    state, _, notices = lab.parse_query_params(params)
+    state, _, notices = logic.parse_query_params(params)
     assert getattr(state, field) == pytest.approx(value) if isinstance(value, float) else getattr(state, field) == value
     if notice is None:
         assert notices == []
@@ -49,46 +49,46 @@ def test_untrusted_link_values_are_clamped_with_a_notice(params, field, value, n
 
 
 def test_page_param_and_long_values_in_notices():
-    _, page, notices = lab.parse_query_params({"page": "Regimes"})
+    _, page, notices = logic.parse_query_params({"page": "Regimes"})
     assert page == "regimes" and notices == []
-    _, page, notices = lab.parse_query_params({"page": "x" * 500})
+    _, page, notices = logic.parse_query_params({"page": "x" * 500})
     assert page is None and len(notices[0]) < 200  # a huge value is quoted shortened
 
 
 def test_solver_config_from_state():
-    assert lab.LabState(solver="rk4", steps=8).solver_config().label() == "rk4 (8 steps)"
-    adaptive = lab.LabState(solver="bosh3", tolerance=1e-4).solver_config()
+    assert logic.LabState(solver="rk4", steps=8).solver_config().label() == "rk4 (8 steps)"
+    adaptive = logic.LabState(solver="bosh3", tolerance=1e-4).solver_config()
     assert (adaptive.rtol, adaptive.atol) == (1e-4, pytest.approx(1e-5))
 
 
 def test_clean_prompt():
-    assert lab.clean_prompt("  The\tmovie\n was  ") == lab.CleanPrompt("The movie was", ())
-    cleaned = lab.clean_prompt("A\x00B\u200bC\x7f")
+    assert logic.clean_prompt("  The\tmovie\n was  ") == logic.CleanPrompt("The movie was", ())
+    cleaned = logic.clean_prompt("A\x00B\u200bC\x7f")
     assert cleaned.text == "ABC" and "Removed 3" in cleaned.notices[0]
-    long = lab.clean_prompt("word " * 200)
-    assert len(long.text) <= lab.MAX_PROMPT_CHARS and "first 300" in long.notices[0]
-    assert "emoji" in lab.clean_prompt("great 🍿").notices[0] and lab.clean_prompt("great 🍿").text == "great 🍿"
+    long = logic.clean_prompt("word " * 200)
+    assert len(long.text) <= logic.MAX_PROMPT_CHARS and "first 300" in long.notices[0]
+    assert "emoji" in logic.clean_prompt("great 🍿").notices[0] and logic.clean_prompt("great 🍿").text == "great 🍿"
     for empty in ("", "   ", "\x00\x01", None, 42):
-        assert lab.clean_prompt(empty).refused
-    assert lab.clean_prompt("Ünïcödé café").notices == ()
+        assert logic.clean_prompt(empty).refused
+    assert logic.clean_prompt("Ünïcödé café").notices == ()
 
 
 def test_markdown_escaping_leaves_nothing_active():
     text = "<img src=x onerror=alert(1)> **b** [l](http://x) $x$ :smile: `c` # h"
-    escaped = lab.escape_markdown(text)
+    escaped = logic.escape_markdown(text)
     assert escaped.replace("\\", "") == text
     import re
 
     assert not set("<>*[]()$:`#") & set(re.sub(r"\\.", "", escaped))
-    assert lab.bold_then_plain(" The movie ", "was *great*") == r" **The movie** was \*great\*"
-    assert lab.bold_then_plain("", "x") == "x"
+    assert logic.bold_then_plain(" The movie ", "was *great*") == r" **The movie** was \*great\*"
+    assert logic.bold_then_plain("", "x") == "x"
 
 
 def test_table_csv():
-    csv_text = lab.table_csv({"u": [-1.0, 0.5], "nfe": [14, 20]})
+    csv_text = logic.table_csv({"u": [-1.0, 0.5], "nfe": [14, 20]})
     assert csv_text == "u,nfe\n-1.0,14\n0.5,20\n"
     with pytest.raises(ValueError, match="differ in length"):
-        lab.table_csv({"a": [1], "b": [1, 2]})
+        logic.table_csv({"a": [1], "b": [1, 2]})
 
 
 def _log(stage1, stage2=0, alpha=True):
@@ -123,7 +123,7 @@ def _log(stage1, stage2=0, alpha=True):
 
 
 def test_stability_rows():
-    rows = lab.stability_rows({"hybrid": _log(6, 2), "discrete": _log(6, alpha=False)})
+    rows = logic.stability_rows({"hybrid": _log(6, 2), "discrete": _log(6, alpha=False)})
     assert [(r["model"], r["steps"]) for r in rows] == [("hybrid", 6), ("hybrid", 2), ("discrete", 6)]
     first = rows[0]
     assert first["final loss"] == 5.5 and first["exploding steps"] == 1 and first["final α"] == 0.1
@@ -191,7 +191,7 @@ def test_regimes_in_chunks_equal_one_sweep(small_hybrid, small_tokenizer):
     grid = np.linspace(-2, 2, 9)
     whole = nfe_regimes(small_hybrid, small_tokenizer, "The movie was", grid, rtol=1e-3, atol=1e-4)
     seen = []
-    merged = lab.regimes_in_chunks(
+    merged = compute.regimes_in_chunks(
         small_hybrid, small_tokenizer, "The movie was", grid, rtol=1e-3, atol=1e-4, chunks=4, on_progress=seen.append
     )
     assert seen == [0.25, 0.5, 0.75, 1.0]
@@ -212,7 +212,7 @@ def test_steer_view_is_deterministic_in_u(small_hybrid, small_tokenizer):
 
     pca = fit_pca_map(small_hybrid, small_tokenizer, ["The movie was"], [-1.0, 1.0])
     views = [
-        lab.compute_steer_view(
+        compute.compute_steer_view(
             small_hybrid,
             small_tokenizer,
             pca,
@@ -231,10 +231,10 @@ def test_steer_view_is_deterministic_in_u(small_hybrid, small_tokenizer):
 
 
 def test_steer_badges_tone_the_verdict_and_show_the_numbers():
-    assert lab.steer_badges(0.9, 0.5, 4) == [
+    assert logic.steer_badges(0.9, 0.5, 4) == [
         ("judged positive: P(positive) 90%", "positive"),
         ("VADER +0.50", "neutral"),
         ("NFE of one solve: 4", "neutral"),
     ]
-    assert lab.steer_badges(0.05, -0.7, 20)[0] == ("judged negative: P(positive) 5%", "negative")
-    assert lab.steer_badges(0.5, 0.0, 4)[0] == ("judged mixed: P(positive) 50%", "neutral")
+    assert logic.steer_badges(0.05, -0.7, 20)[0] == ("judged negative: P(positive) 5%", "negative")
+    assert logic.steer_badges(0.5, 0.0, 4)[0] == ("judged mixed: P(positive) 50%", "neutral")

@@ -188,17 +188,17 @@ def test_sentiment_slider_changes_text_and_trajectory(lab_env):
 
 
 def test_a_slider_step_finds_its_view_computed_ahead(lab_env, monkeypatch):
-    from steering.lab import logic as lab
+    from steering.lab import compute
 
     computed = []
-    real = lab.compute_steer_view
+    real = compute.compute_steer_view
 
     def counting(model, tok, pca, prompt, control, *args, **kwargs):
         if prompt == "A prompt only this test uses":  # an earlier test's session may still be computing its range
             computed.append(control)
         return real(model, tok, pca, prompt, control, *args, **kwargs)
 
-    monkeypatch.setattr(lab, "compute_steer_view", counting)
+    monkeypatch.setattr(compute, "compute_steer_view", counting)
     at = run_app({"u": "0.5", "prompt": "A prompt only this test uses"})
     no_exception(at)
     deadline = time.monotonic() + 60

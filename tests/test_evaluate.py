@@ -13,7 +13,7 @@ from steering.data.tokenizer import decode, encode
 from steering.evaluation import evaluate
 from steering.inference.generate import sample_tokens
 from steering.inference.sampling import GREEDY
-from steering.lab import logic as lab
+from steering.lab import logic
 from steering.model.ode import SolverConfig
 from steering.training.checkpoint import load_checkpoint, read_log
 
@@ -210,7 +210,7 @@ def test_steering_is_judged_at_steer_u(tiny_trained_pair):
     assert evaluate.trained_steer_u({"meta": {}}) == 1.0
     # directions of its own beyond |u| = 1: judged at the sliders' far end, wherever it contrasted
     beyond = {"model": {"beyond_steering": True}, "meta": {"train": {"contrast_u": 1.7}}}
-    assert evaluate.trained_steer_u(beyond) == evaluate.STRONG_STEER_U == lab.U_MAX
+    assert evaluate.trained_steer_u(beyond) == evaluate.STRONG_STEER_U == logic.U_MAX
 
 
 def test_sampling_sweep_judges_each_sampler_on_the_same_prompts(tiny_trained_pair, capsys, monkeypatch):

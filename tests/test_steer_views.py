@@ -1,10 +1,10 @@
-"""The Steer page's views computed several controls at a time (steering.lab.logic.compute_steer_views)."""
+"""The Steer page's views computed several controls at a time (steering.lab.compute.compute_steer_views)."""
 
 import numpy as np
 import pytest
 
 from steering.inference.sampling import Cancelled
-from steering.lab import logic as lab
+from steering.lab import compute
 from steering.model.ode import SolverConfig
 
 CONTROLS = [(-2.0, 0.0), (-0.05, 0.0), (0.5, 1.0), (2.0, 0.0)]
@@ -45,7 +45,7 @@ def _general_view(model, tok, pca, prompt, control, solver, max_new_tokens):
 )
 def test_batched_views_equal_the_general_functions_control_by_control(small_entry_hybrid, small_tokenizer, pca, solver):
     model, tok = small_entry_hybrid, small_tokenizer
-    views = lab.compute_steer_views(model, tok, pca, "The movie was", CONTROLS, solver, max_new_tokens=16)
+    views = compute.compute_steer_views(model, tok, pca, "The movie was", CONTROLS, solver, max_new_tokens=16)
     assert len({v.continuation for v in views}) > 1
     for control, view in zip(CONTROLS, views):
         gen, tokens, probs, path, traj = _general_view(model, tok, pca, "The movie was", control, solver, 16)
@@ -54,7 +54,7 @@ def test_batched_views_equal_the_general_functions_control_by_control(small_entr
         assert view.next_tokens == tokens and np.allclose(view.next_probs, probs, atol=1e-6)
         assert np.allclose(view.path, path, atol=1e-5)
         assert view.solve_nfe == traj.nfe and view.eval_taus == traj.eval_taus and view.tau == list(traj.tau)
-        single = lab.compute_steer_view(model, tok, pca, "The movie was", control, solver, max_new_tokens=16)
+        single = compute.compute_steer_view(model, tok, pca, "The movie was", control, solver, max_new_tokens=16)
         assert single.continuation == view.continuation and single.next_tokens == view.next_tokens
 
 
@@ -62,7 +62,7 @@ def test_a_prompt_cut_for_generation_still_gets_its_own_next_token_odds(small_en
     from steering.analysis.sweep import next_token_distribution
 
     prompt = "the film " * 30  # longer than the context leaves room for with 16 new tokens
-    views = lab.compute_steer_views(
+    views = compute.compute_steer_views(
         small_entry_hybrid, small_tokenizer, pca, prompt, CONTROLS[:2], SolverConfig(), max_new_tokens=16
     )
     assert "dropped" in views[0].generation_notice
@@ -75,7 +75,7 @@ def test_a_prompt_cut_for_generation_still_gets_its_own_next_token_odds(small_en
 def test_views_stop_when_cancelled(small_entry_hybrid, small_tokenizer, pca):
     polls = []
     with pytest.raises(Cancelled):
-        lab.compute_steer_views(
+        compute.compute_steer_views(
             small_entry_hybrid,
             small_tokenizer,
             pca,
@@ -89,18 +89,18 @@ def test_views_stop_when_cancelled(small_entry_hybrid, small_tokenizer, pca):
 
 def test_adaptive_solver_views_are_computed_one_by_one(small_entry_hybrid, small_tokenizer, pca):
     solver = SolverConfig("dopri5", rtol=1e-3, atol=1e-4)
-    views = lab.compute_steer_views(
+    views = compute.compute_steer_views(
         small_entry_hybrid, small_tokenizer, pca, "The movie was", CONTROLS[:2], solver, max_new_tokens=4
     )
     assert [v.solve_nfe > 6 for v in views] == [True, True] and views[0].solver_label.startswith("dopri5")
 
 
 def test_judgements_are_attached_in_one_batch(small_entry_hybrid, small_tokenizer, pca):
-    views = lab.attach_judgements(
-        lab.compute_steer_views(
+    views = compute.attach_judgements(
+        compute.compute_steer_views(
             small_entry_hybrid, small_tokenizer, pca, "The movie was", CONTROLS[:2], SolverConfig(), max_new_tokens=8
         )
     )
     for view in views:
-        alone = lab.judge_text(view.prompt_shown + view.continuation)
+        alone = compute.judge_text(view.prompt_shown + view.continuation)
         assert view.judgement == alone

@@ -17,8 +17,7 @@ import pytest
 import torch
 
 from steering.figures import talk as talk_figures
-from steering.lab import logic as lab
-from steering.lab import talk
+from steering.lab import compute, logic, talk
 
 NEW_TOKENS = 6
 REGIME_POINTS = 5
@@ -92,7 +91,7 @@ def test_every_grid_point_is_present_and_complete(built):
                 assert (point.sentiment, point.style) == (sentiment, style)
                 assert isinstance(point.continuation, str) and point.continuation
                 assert 0.0 <= point.score <= 1.0 and -1.0 <= point.vader_compound <= 1.0
-                assert point.verdict == lab.sentiment_label(point.score)
+                assert point.verdict == logic.sentiment_label(point.score)
                 assert len(point.next_tokens) == len(point.next_probs) == talk.TOP_K
                 assert np.asarray(point.path).shape == (talk.N_TAU, 3)
                 assert point.solve_nfe == 4
@@ -109,13 +108,13 @@ def test_a_grid_point_is_the_steer_pages_view(built):
     """The grid is the Steer page's computation: a point equals compute_steer_view for that control alone."""
     model, tok, pca_map, data, _ = built
     point = data.prompts[0].point(1.0, -1.0)
-    alone = lab.compute_steer_view(
+    alone = compute.compute_steer_view(
         model, tok, pca_map, "The movie was", (1.0, -1.0), model.training_solver, seed=3, max_new_tokens=NEW_TOKENS
     )
     assert point.next_tokens == alone.next_tokens
     assert point.next_probs == pytest.approx(alone.next_probs, rel=1e-4, abs=1e-6)
     assert np.asarray(point.path) == pytest.approx(np.asarray(alone.path), rel=1e-4, abs=1e-5)
-    judged = lab.judge_text(data.prompts[0].prompt_shown + point.continuation)  # as the Steer page judges
+    judged = compute.judge_text(data.prompts[0].prompt_shown + point.continuation)  # as the Steer page judges
     assert point.score == pytest.approx(judged.score, abs=1e-6)
     assert point.vader_compound == pytest.approx(judged.vader_compound, abs=1e-6)
 

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from browser_lab import INSTANT, ROOT, browser, lab_server, no_traceback, open_page, wait_until_idle
 
-from steering.lab import logic as lab
+from steering.lab import logic
 from steering.lab import talk_scripts as talks
 
 SHOTS = ROOT / "test-output" / "talk"
@@ -78,7 +78,7 @@ def test_every_page_opens_by_path_and_by_page_param(lab_url):
             # (which runs pages/NAME.py alone, its tab titled NAME, its sidebar the file names)
             assert page.title() == "Steering lab", page.title()
             link = page.locator(".st-key-view_link code").text_content()
-            assert link.startswith(f"{url}/{name}?") and query(link) == lab.to_query_params(lab.DEFAULT_STATE)
+            assert link.startswith(f"{url}/{name}?") and query(link) == logic.to_query_params(logic.DEFAULT_STATE)
         assert not errors, errors
 
 
@@ -106,7 +106,7 @@ def test_page_down_steps_through_the_talk_in_presenter_mode(lab_url):
             assert query(page.url) == {"talk": TALK, "step": str(k), "presenter": "1"}
             assert step.caption in page.locator(".st-key-talk_bar").inner_text()
             link = page.locator(".st-key-view_link code").text_content()
-            assert query(link) == lab.to_query_params(step.state(presenter=True)), (k, link)
+            assert query(link) == logic.to_query_params(step.state(presenter=True)), (k, link)
             if k == 1:
                 presenter_fits_and_charts_save_slides(page)
             if k == 2:  # plotly charts: the camera saves a 1920x1080 PNG

@@ -7,8 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from steering.lab import figure_export
-from steering.lab import logic as lab
+from steering.lab import figure_export, logic
 from steering.lab import talk_scripts as talks
 
 TALK = "paper-in-8-steps"
@@ -30,7 +29,7 @@ def test_the_shipped_talk_tells_the_paper_in_eight_steps():
     for step in talk.steps:
         assert step.caption and "\n" not in step.caption
         # a step's parameters are exactly what the lab writes for its state: a step is a link
-        assert lab.to_query_params(step.state()) == step.params
+        assert logic.to_query_params(step.state()) == step.params
 
 
 def test_every_shipped_talk_loads():
@@ -109,10 +108,10 @@ def test_a_step_keeps_presenter_mode_and_a_talk_link_is_short(tmp_path):
 
 
 def test_dims_round_trips_through_the_link():
-    state, _, notices = lab.parse_query_params({"dims": "3"})
-    assert state.dims == 3 and not notices and lab.to_query_params(state)["dims"] == "3"
-    assert "dims" not in lab.to_query_params(lab.DEFAULT_STATE)
-    state, _, notices = lab.parse_query_params({"dims": "4"})
+    state, _, notices = logic.parse_query_params({"dims": "3"})
+    assert state.dims == 3 and not notices and logic.to_query_params(state)["dims"] == "3"
+    assert "dims" not in logic.to_query_params(logic.DEFAULT_STATE)
+    state, _, notices = logic.parse_query_params({"dims": "4"})
     assert state.dims == 2 and "not 2 or 3" in notices[0]
 
 
@@ -127,11 +126,11 @@ def test_dims_round_trips_through_the_link():
     ],
 )
 def test_the_view_link_reproduces_page_and_state(app_url, page, base):
-    state = lab.LabState(prompt="A film & more", sentiment=-1.25, solver="rk4", steps=8, presenter=True)
-    link = lab.view_link(app_url, state, page)
+    state = logic.LabState(prompt="A film & more", sentiment=-1.25, solver="rk4", steps=8, presenter=True)
+    link = logic.view_link(app_url, state, page)
     parts = urlsplit(link)
     assert link.startswith(base + "?")
-    parsed, _, notices = lab.parse_query_params({k: v[-1] for k, v in parse_qs(parts.query).items()})
+    parsed, _, notices = logic.parse_query_params({k: v[-1] for k, v in parse_qs(parts.query).items()})
     assert parsed == state and not notices
 
 

@@ -182,30 +182,30 @@ def _dir(tmp_path, name):
 
 
 def test_the_lab_keeps_the_shipped_words_for_a_checkpoint_of_the_movie_corpus():
-    from steering.lab import logic as lab
+    from steering.lab import logic
 
-    texts = lab.model_texts({"model": {}, "meta": {"train": {}}})
+    texts = logic.model_texts({"model": {}, "meta": {"train": {}}})
     assert texts.labels == ("Sentiment u₁  (− negative … + positive)", "Style u₂  (− critic blurb … + user review)")
-    assert texts.helps == (lab.SENTIMENT_HELP, lab.STYLE_HELP)
-    assert texts.prompts == lab.EXAMPLE_PROMPTS and texts.prompts[0] == "The movie was"
+    assert texts.helps == (logic.SENTIMENT_HELP, logic.STYLE_HELP)
+    assert texts.prompts == logic.EXAMPLE_PROMPTS and texts.prompts[0] == "The movie was"
     assert texts.probe_targets == (" good", " bad") and not texts.user_model
     assert texts.short_label(0) == "Sentiment u₁"
 
 
 def test_a_one_axis_model_names_its_axis_and_leaves_the_second_slider_unused():
-    from steering.lab import logic as lab
+    from steering.lab import logic
 
     axis = user_data.Axis(
         "toxicity", "label", "binary", "civil", "toxic", probe_words={"negative": ["thanks"], "positive": ["idiot"]}
     )
-    texts = lab.model_texts({"meta": {"axes": user_data.axes_meta([axis]), "prompts": ["You are", "Thanks for"]}})
-    assert texts.labels == ("Toxicity u₁  (− civil … + toxic)", lab.UNUSED_AXIS_LABEL)
+    texts = logic.model_texts({"meta": {"axes": user_data.axes_meta([axis]), "prompts": ["You are", "Thanks for"]}})
+    assert texts.labels == ("Toxicity u₁  (− civil … + toxic)", logic.UNUSED_AXIS_LABEL)
     assert texts.used == (True, False)
     assert texts.prompts == ("You are", "Thanks for")
     assert texts.probe_targets == (" idiot", " thanks")
     assert "'civil' at −1 and 'toxic' at +1" in texts.helps[0]
-    assert lab.steer_badges(0.9, 0.0, 4, ("civil", "toxic"))[0] == ("judged toxic: P(toxic) 90%", "positive")
-    assert lab.steer_badges(0.5, 0.0, 4, ("civil", "toxic"))[0] == ("judged mixed: P(toxic) 50%", "neutral")
+    assert logic.steer_badges(0.9, 0.0, 4, ("civil", "toxic"))[0] == ("judged toxic: P(toxic) 90%", "positive")
+    assert logic.steer_badges(0.5, 0.0, 4, ("civil", "toxic"))[0] == ("judged mixed: P(toxic) 50%", "neutral")
 
 
 def test_batches_of_a_user_file_pack_texts_of_one_group_with_their_control(tmp_path):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import logic as lab
+from . import compute, logic
 
 WIDTH, HEIGHT = 1920, 1080
 FORMATS = ("png", "svg")
@@ -62,7 +62,7 @@ class Inputs:
     results: Path
     prompt: str = DEFAULT_PROMPT
     control: tuple[float, float] = (DEFAULT_U, 0.0)  # the single-u figures' control (the first axis at DEFAULT_U)
-    font_size: int = field(default_factory=lambda: lab.figure_font_size(presenter=True))
+    font_size: int = field(default_factory=lambda: logic.figure_font_size(presenter=True))
 
 
 class _Model:
@@ -106,7 +106,7 @@ def _steer(m: _Model, inputs: Inputs):
     pca = m.pca
     first = pca.reference[0].name
     reference = [p for p in pca.reference if p.name == first]
-    view = lab.compute_steer_view(model, tok, pca, inputs.prompt, inputs.control, model.training_solver)
+    view = compute.compute_steer_view(model, tok, pca, inputs.prompt, inputs.control, model.training_solver)
     return steer_figure(
         view.next_tokens,
         view.next_probs,
@@ -116,7 +116,7 @@ def _steer(m: _Model, inputs: Inputs):
         inputs.control[0],
         explained=pca.explained_variance_ratio,
         font_size=inputs.font_size,
-        bars_title=f"Next token at u = {lab.format_u(inputs.control[0])}",
+        bars_title=f"Next token at u = {logic.format_u(inputs.control[0])}",
         map_title="H(τ) in the PCA map (mean over tokens)",
     )
 
@@ -152,7 +152,7 @@ def _regimes(m: _Model, inputs: Inputs):
     from ..figures.regimes import nfe_regimes_figure
 
     model, tok = m.loaded
-    regimes = lab.regimes_in_chunks(
+    regimes = compute.regimes_in_chunks(
         model, tok, inputs.prompt, np.round(np.linspace(-2.0, 2.0, 41), 6), rtol=1e-3, atol=1e-4
     )
     return _styled(nfe_regimes_figure(regimes), inputs)

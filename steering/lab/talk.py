@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..model.ode import SolverConfig
-from . import logic as lab
+from . import compute, logic
 
 # the slider's positions: −2 … +2 in steps of 0.1 (41), and the three styles
 SENTIMENTS = tuple(round(-2.0 + 0.1 * k, 1) + 0.0 for k in range(41))
@@ -54,7 +54,7 @@ class GridPoint:
     score: float  # judged P(positive): the trained judge, else VADER mapped to [0, 1]
     classifier_positive: float | None
     vader_compound: float
-    verdict: str  # lab.sentiment_label(score)
+    verdict: str  # logic.sentiment_label(score)
     next_tokens: list[str]
     next_probs: list[float]
     path: list[list[float]]  # mean-token H(τ) in the PCA map, [T, n_components]
@@ -131,17 +131,17 @@ def steer_grid(
     cancelled=None,
     axis_judge=None,
     ends: tuple[str, str] | None = None,
-) -> tuple[list[lab.SteerView], list[list[GridPoint]]]:
-    """The Steer page's view at every grid control: batched decodes (lab.compute_steer_views, same seed in
-    every row, so only u changes the text) and one batched call of each judge (as lab.judge_text judges).
+) -> tuple[list[compute.SteerView], list[list[GridPoint]]]:
+    """The Steer page's view at every grid control: batched decodes (compute.compute_steer_views, same seed in
+    every row, so only u changes the text) and one batched call of each judge (as compute.judge_text judges).
     axis_judge, ends: a user model's first-axis judge and its (negative, positive) end labels.
     solver: the fixed-step solver of the grid (default: the one the model trained with, as the lab opens on)."""
     solver = solver or model.training_solver
     controls = grid_controls(sentiments, styles)
     rows = _rows_per_batch(model, tok, prompt, N_TAU)
-    views: list[lab.SteerView] = []
+    views: list[compute.SteerView] = []
     for start in range(0, len(controls), rows):
-        views += lab.compute_steer_views(
+        views += compute.compute_steer_views(
             model,
             tok,
             pca_map,
@@ -155,7 +155,7 @@ def steer_grid(
             n_tau=N_TAU,
             cancelled=cancelled,
         )
-    lab.attach_judgements(views, axis_judge)
+    compute.attach_judgements(views, axis_judge)
     points = []
     for (sentiment, style), view in zip(controls, views):
         j = view.judgement
@@ -167,7 +167,7 @@ def steer_grid(
                 score=float(j.score),
                 classifier_positive=j.classifier_positive,
                 vader_compound=float(j.vader_compound),
-                verdict=lab.sentiment_label(j.score) if ends is None else lab.axis_verdict(j.score, ends),
+                verdict=logic.sentiment_label(j.score) if ends is None else logic.axis_verdict(j.score, ends),
                 next_tokens=list(view.next_tokens),
                 next_probs=[float(p) for p in view.next_probs],
                 path=view.path,
@@ -234,7 +234,7 @@ def prompt_talk(
     axis_judge=None,
     ends: tuple[str, str] | None = None,
 ) -> PromptTalk:
-    """The grid, the NFE sweep (lab.regimes_in_chunks, style 0) and the solver comparisons for one prompt."""
+    """The grid, the NFE sweep (compute.regimes_in_chunks, style 0) and the solver comparisons for one prompt."""
     seconds = {}
     say = on_progress or (lambda _: None)
     start = time.perf_counter()
@@ -245,7 +245,7 @@ def prompt_talk(
     seconds["grid"] = time.perf_counter() - start
     start = time.perf_counter()
     say(f"{prompt!r}: NFE of dopri5 and adaptive_heun at {regime_points} values of u")
-    regimes = lab.regimes_in_chunks(
+    regimes = compute.regimes_in_chunks(
         model,
         tok,
         prompt,
@@ -276,12 +276,12 @@ def prompt_talk(
 
 
 def clean_prompts(prompts: Sequence[str] | str) -> list[str]:
-    """Each prompt cleaned as the lab cleans one (lab.clean_prompt); duplicates dropped, order kept."""
+    """Each prompt cleaned as the lab cleans one (logic.clean_prompt); duplicates dropped, order kept."""
     if isinstance(prompts, str):
         prompts = [prompts]
     out = []
     for raw in prompts:
-        cleaned = lab.clean_prompt(raw)
+        cleaned = logic.clean_prompt(raw)
         if cleaned.refused:
             raise ValueError(f"prompt {raw!r}: {cleaned.notices[-1]}")
         if cleaned.text not in out:
@@ -445,7 +445,7 @@ def build_talk(
         raise ValueError(f"the NFE sweep needs at least 2 points, got {regime_points!r}")
     prompts = clean_prompts(prompts)
     start = time.perf_counter()
-    texts = lab.model_texts(config)
+    texts = logic.model_texts(config)
     axis_judge = ends = None
     if texts.user_model:  # a model trained on one's own file: its axes' words, its own judge and probe targets
         ends = texts.ends[0]
@@ -582,9 +582,9 @@ def export_talk(
     start = time.perf_counter()
     checkpoint = Path(checkpoint if checkpoint is not None else DEFAULT_CHECKPOINT)
     model, tok, config = load_checkpoint(checkpoint)
-    texts = lab.model_texts(config)  # the shipped model: "The movie was"; a user model: its first opening
+    texts = logic.model_texts(config)  # the shipped model: "The movie was"; a user model: its first opening
     extra = {"prompts": texts.prompts[:5]} if texts.user_model else {}  # the lab's map (user_model: its openings)
-    pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(checkpoint), lab.cache_dir() / "pca", **extra)
+    pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(checkpoint), logic.cache_dir() / "pca", **extra)
     cleaned = clean_prompts(texts.prompts[:1] if prompts is None else prompts)
     named = named_control(config, [f"{k}={v}" for k, v in (control or {}).items()])
     opening = opening_point(named.values)  # refused here, before minutes of computing

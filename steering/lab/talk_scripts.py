@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import logic as lab
+from . import logic
 
 TALKS_DIR = Path(__file__).resolve().parents[2] / "assets" / "talks"
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -40,10 +40,10 @@ class TalkStep:
     params: dict[str, str]
     caption: str
 
-    def state(self, presenter: bool | None = None) -> lab.LabState:
+    def state(self, presenter: bool | None = None) -> logic.LabState:
         """The lab state this step shows (validated when the talk was loaded); presenter mode kept
         as given, when given, so stepping through a talk never switches it."""
-        state, _, _ = lab.parse_query_params(self.params)
+        state, _, _ = logic.parse_query_params(self.params)
         if presenter is not None:
             state = replace(state, presenter=presenter)
         return state
@@ -76,8 +76,8 @@ def parse_talk(data, name: str) -> Talk:
         if not isinstance(raw, dict):
             raise TalkError(f"{where}: a step must be an object with page, params and caption")
         page = raw.get("page")
-        if not isinstance(page, str) or page not in lab.PAGES:
-            raise TalkError(f"{where}: page {page!r} is unknown; pages are {', '.join(lab.PAGES)}")
+        if not isinstance(page, str) or page not in logic.PAGES:
+            raise TalkError(f"{where}: page {page!r} is unknown; pages are {', '.join(logic.PAGES)}")
         params = raw.get("params", {})
         if not isinstance(params, dict):
             raise TalkError(f"{where}: 'params' must be an object of query parameters")
@@ -89,7 +89,7 @@ def parse_talk(data, name: str) -> Talk:
         if any(not isinstance(v, (str, int, float)) or isinstance(v, bool) for v in params.values()):
             raise TalkError(f"{where}: parameter values must be text or numbers")
         params = {key: str(value) for key, value in params.items()}
-        _, _, notices = lab.parse_query_params(params)
+        _, _, notices = logic.parse_query_params(params)
         if notices:
             raise TalkError(f"{where}: {notices[0]}")
         caption = raw.get("caption")
@@ -105,7 +105,7 @@ def load_talk(name: str, folder: Path = TALKS_DIR) -> Talk:
     """assets/talks/NAME.json, parsed and checked. The name is a plain word (no path), so a link
     can only open a talk that ships in the folder."""
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise TalkError(f"talk={lab._shorten(str(name), 40)!r} is not a talk name (letters, digits, '-' and '_')")
+        raise TalkError(f"talk={logic._shorten(str(name), 40)!r} is not a talk name (letters, digits, '-' and '_')")
     path = Path(folder) / f"{name}.json"
     if not path.is_file():
         known = talk_names(folder)
@@ -126,7 +126,7 @@ def talk_from_query(params: Mapping[str, object], folder: Path = TALKS_DIR) -> t
     A talk that cannot be loaded gives None and a notice; a step that is not a whole number or
     is out of range is clamped into 1…N with a notice (as the lab clamps u).
     """
-    name = lab._as_single(params.get("talk"))
+    name = logic._as_single(params.get("talk"))
     if name is None or not name.strip():
         return None, 0, []
     try:
@@ -134,9 +134,9 @@ def talk_from_query(params: Mapping[str, object], folder: Path = TALKS_DIR) -> t
     except TalkError as err:
         return None, 0, [f"{err}. Showing the page without the talk."]
     notices: list[str] = []
-    raw = lab._as_single(params.get("step"))
+    raw = logic._as_single(params.get("step"))
     n = len(talk.steps)
-    step = lab.parse_int(raw, "step", 1, 1, n, notices) if raw is not None else 1
+    step = logic.parse_int(raw, "step", 1, 1, n, notices) if raw is not None else 1
     return talk, step - 1, notices
 
 
