@@ -16,7 +16,9 @@ import pytest
 import torch
 
 from steering.cli.main import main
-from steering.evaluation import bench
+from steering.data.heldout import heldout_prompts
+from steering.evaluation import bench, efficiency
+from steering.evaluation.measures import solver_divergence
 from steering.model.ode import SolverConfig
 from steering.model.transformer import ModelConfig, build_model
 from steering.training.checkpoint import save_checkpoint
@@ -35,7 +37,7 @@ RATIO_KEYS = (
 
 def _models(vocab_size: int):
     config = {**BENCH_SMALL, "vocab_size": vocab_size}
-    hybrid, discrete = bench.random_demo_models(config, seed=0)
+    hybrid, discrete = efficiency.random_demo_models(config, seed=0)
     return hybrid, discrete, config
 
 
@@ -119,7 +121,7 @@ def test_bench_decode_figures(bench_json, small_tokenizer):
         min(bench_json["decode_floor_ms_by_dtype"].values())
     )
     config = ModelConfig(**{**BENCH_SMALL, "arch": "hybrid", "vocab_size": small_tokenizer.get_vocab_size()})
-    assert bench_json["decode_weight_macs"] == bench.decode_weight_macs(config)
+    assert bench_json["decode_weight_macs"] == efficiency.decode_weight_macs(config)
     assert bench_json["latency_minus_flop_ratio"] == pytest.approx(
         bench_json["latency_ratio"] - bench_json["flop_ratio"]
     )
@@ -150,28 +152,34 @@ def test_a_fast_decoding_step_multiplies_exactly_the_weights_counted(fixture, re
         with CountMatmuls() as counter:
             step(torch.tensor([[4]]), 3)
     bias_rows = solver.steps * model.config.d_model if model.config.arch == "hybrid" else 0
-    assert counter.macs == bench.decode_weight_macs(model.config, solver) + bias_rows
+    assert counter.macs == efficiency.decode_weight_macs(model.config, solver) + bias_rows
 
 
 def test_analytic_flops_equal_torch_counted_flops(small_tokenizer):
     hybrid, discrete, _ = _models(small_tokenizer.get_vocab_size())
     idx = torch.zeros(3, 20, dtype=torch.long)
     for model in (hybrid, discrete):
-        assert bench.counted_forward_flops(model, idx) == bench.forward_flops(model.config, 3, 20, attention=False)
+        assert efficiency.counted_forward_flops(model, idx) == efficiency.forward_flops(
+            model.config, 3, 20, attention=False
+        )
     # RK4 evaluates the field four times a step: the count follows the solver that actually runs
     rk4 = SolverConfig("rk4", steps=2)
-    assert bench.counted_forward_flops(hybrid, idx, rk4) == bench.forward_flops(
+    assert efficiency.counted_forward_flops(hybrid, idx, rk4) == efficiency.forward_flops(
         hybrid.config, 3, 20, 8, attention=False
     )
-    assert bench.forward_flops(hybrid.config, 3, 20) > bench.forward_flops(hybrid.config, 3, 20, attention=False)
+    assert efficiency.forward_flops(hybrid.config, 3, 20) > efficiency.forward_flops(
+        hybrid.config, 3, 20, attention=False
+    )
     # a token-mixing field adds its attention's projections at every evaluation
     mixing = build_model(ModelConfig(**{**hybrid.config.to_dict(), "field_heads": 2, "n_pre": 1, "n_post": 1}))
-    assert bench.counted_forward_flops(mixing, idx) == bench.forward_flops(mixing.config, 3, 20, attention=False)
+    assert efficiency.counted_forward_flops(mixing, idx) == efficiency.forward_flops(
+        mixing.config, 3, 20, attention=False
+    )
 
 
 def test_demo_size_flop_ratio_is_the_latency_floor():
-    demo = {**bench.DEMO_CONFIG}
-    ratio = bench.forward_flops(ModelConfig(arch="hybrid", **demo), 8, 128) / bench.forward_flops(
+    demo = {**efficiency.DEMO_CONFIG}
+    ratio = efficiency.forward_flops(ModelConfig(arch="hybrid", **demo), 8, 128) / efficiency.forward_flops(
         ModelConfig(arch="discrete", **demo), 8, 128
     )
     # 4 field evaluations at width 512 replace two attention blocks: about 0.9 of the discrete FLOPs
@@ -180,7 +188,7 @@ def test_demo_size_flop_ratio_is_the_latency_floor():
 
 def test_sweep_without_a_tokenizer_times_41_direct_dopri5_solves(small_tokenizer):
     hybrid, _, _ = _models(small_tokenizer.get_vocab_size())
-    result = bench.measure_regimes_sweep(hybrid, tok=None)
+    result = efficiency.measure_regimes_sweep(hybrid, tok=None)
     assert result.method == "direct dopri5 solves"
     assert result.points == 41 and result.seconds > 0
     assert result.total_nfe >= 41 * 6
@@ -190,7 +198,7 @@ def _recorded_memory(spec, steps, adjoint, batch, tokens):
     """A stand-in for the memory subprocesses: this test checks what --random-demo hands them; the
     real one-process-per-configuration measurement is checked by the CLI test above (an in-process
     probe is unreliable inside pytest, where a step can fit in memory freed earlier)."""
-    return bench.MemoryResult(
+    return efficiency.MemoryResult(
         steps=steps,
         adjoint=adjoint,
         growth_bytes=(100 + steps) * 2**20,
@@ -202,8 +210,8 @@ def _recorded_memory(spec, steps, adjoint, batch, tokens):
 
 def test_random_demo_flag_runs_the_bench_without_checkpoints(monkeypatch, small_tokenizer, capsys):
     small = {**BENCH_SMALL, "vocab_size": small_tokenizer.get_vocab_size()}
-    monkeypatch.setattr(bench, "DEMO_CONFIG", small)
-    monkeypatch.setattr(bench, "demo_tokenizer", lambda vocab_size: small_tokenizer)
+    monkeypatch.setattr(efficiency, "DEMO_CONFIG", small)
+    monkeypatch.setattr(efficiency, "demo_tokenizer", lambda vocab_size: small_tokenizer)
     specs = []
     monkeypatch.setattr(
         bench, "measure_training_memory", lambda spec, *args: specs.append(spec) or _recorded_memory(spec, *args)
@@ -237,18 +245,18 @@ def test_a_depth_varying_hybrid_is_benched_at_its_own_solver_with_euler_4_beside
     assert hybrid.training_solver == SolverConfig("rk4", steps=1)
     idx = torch.zeros(2, 16, dtype=torch.long)
     # the depth-varying block's products are counted as a block's, once per field evaluation
-    assert bench.counted_forward_flops(hybrid, idx, hybrid.training_solver) == bench.forward_flops(
-        hybrid.config, 2, 16, bench.fixed_step_nfe(hybrid.training_solver), attention=False
+    assert efficiency.counted_forward_flops(hybrid, idx, hybrid.training_solver) == efficiency.forward_flops(
+        hybrid.config, 2, 16, efficiency.fixed_step_nfe(hybrid.training_solver), attention=False
     )
-    point = bench.euler_point(hybrid, discrete, small_tokenizer, 2, 16, repeats=1)
+    point = efficiency.euler_point(hybrid, discrete, small_tokenizer, 2, 16, repeats=1)
     assert point["solver"] == SolverConfig("euler", steps=4).label() and point["nfe"] == 4
     assert point["flop_ratio"] == pytest.approx(
-        bench.forward_flops(hybrid.config, 2, 16, 4) / bench.forward_flops(discrete.config, 2, 16)
+        efficiency.forward_flops(hybrid.config, 2, 16, 4) / efficiency.forward_flops(discrete.config, 2, 16)
     )
     assert math.isfinite(point["latency_ratio"]) and point["latency_ratio"] > 0
-    prompts = bench.heldout_prompts(small_tokenizer, bench.DIVERGENCE_PROMPTS)
+    prompts = heldout_prompts(small_tokenizer, efficiency.DIVERGENCE_PROMPTS)
     with torch.no_grad():
-        euler = bench.solver_divergence(hybrid, prompts, bench.DIVERGENCE_US, SolverConfig("euler", steps=4))
+        euler = solver_divergence(hybrid, prompts, efficiency.DIVERGENCE_US, SolverConfig("euler", steps=4))
     assert point["solver_divergence"] == pytest.approx(euler)
     # the fixture's field changes along τ: four Euler steps land farther from the ODE than RK4 does
     assert point["solver_divergence"] > point["solver_divergence_trained"] > 0

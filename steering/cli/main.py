@@ -267,7 +267,8 @@ def _generate_args(p):
 
 @command("bench", "efficiency ratios, hybrid vs discrete: latency, FLOPs, KV cache, training memory, NFE sweep")
 def _bench(args):
-    from ..evaluation.bench import DEMO_CONFIG, demo_tokenizer, format_report, random_demo_models, run_bench
+    from ..evaluation.bench import format_report, run_bench
+    from ..evaluation.efficiency import DEMO_CONFIG, demo_tokenizer, random_demo_models
 
     if args.random_demo:
         hybrid, discrete = random_demo_models(DEMO_CONFIG)
