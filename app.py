@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-import lab_ui as ui
+from lab_ui import widgets
 
 st.set_page_config(
     page_title="Steering lab",
     page_icon=":material/explore:",
     layout="wide",
-    initial_sidebar_state="collapsed" if ui.state().presenter else "auto",
+    initial_sidebar_state="collapsed" if widgets.state().presenter else "auto",
 )
 
 
@@ -23,7 +23,7 @@ def home():
 # Every page has its own path, Steer too (/steer): the root is a hidden page that forwards to it, since
 # Streamlit serves the default page at "/" only and would answer /steer with "Page not found". Each page is
 # a file in pages/, named as its path: the server's first session runs Streamlit's old pages/ mode, which
-# runs the file the path names without this one, and lab_ui.page_header turns that run into a rerun here.
+# runs the file the path names without this one, and lab_ui.widgets.page_header runs this file in that run.
 ROOT = st.Page(
     home, title="Steering lab", icon=":material/explore:", url_path="home", default=True, visibility="hidden"
 )
@@ -41,10 +41,10 @@ PAGES = {
     )
 }
 
-page = st.navigation([ROOT, *PAGES.values()], position="top" if ui.state().presenter else "sidebar")
-ui.apply_style()
-target = ui.start_page() or ("steer" if page is ROOT else None)
-stepped = ui.talk_bar()  # a talk's Previous / Next: that step's page, its state already set
+page = st.navigation([ROOT, *PAGES.values()], position="top" if widgets.state().presenter else "sidebar")
+widgets.apply_style()
+target = widgets.start_page() or ("steer" if page is ROOT else None)
+stepped = widgets.talk_bar()  # a talk's Previous / Next: that step's page, its state already set
 if stepped is not None or (target is not None and (page is ROOT or PAGES[target].url_path != page.url_path)):
     st.switch_page(PAGES[stepped or target])
 page.run()

@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=2 python benchmarks/bench_range.py [--checkpoint DIR] [--batches 16,28,40,81] [--repeats 2]
 
-The work the page does ahead of the user after a prompt change (lab_ui.STEER_BATCH): every slider position's
+The work the page does ahead of the user after a prompt change (lab_ui.models.STEER_BATCH): every slider position's
 continuation, next-token bars and path (lab.compute_steer_views), at the checkpoint's training solver. Sizes run
 alternately, repeated, and the best of each is printed with its ratio to the first size: the batch size that
 lab_ui uses is chosen from these.

@@ -3,7 +3,7 @@
 import numpy as np
 import streamlit as st
 
-import lab_ui as ui
+from lab_ui import models, widgets
 from steering.analysis.dynamics import contraction_by_u, convergence
 from steering.analysis.inputs import PATH_SOLVER
 from steering.analysis.solver_trace import field_geometry
@@ -11,7 +11,7 @@ from steering.figures.dynamics import contraction_figure, convergence_figure
 from steering.figures.solver_trace import stretching_figure
 from steering.lab import logic
 
-header = ui.page_header(
+header = widgets.page_header(
     "Dynamics of the flow",
     "Second paper: a residual stack is Euler's method on an ODE. If the "
     "field is contractive, nearby paths approach each other (negative λ); Euler's error should "
@@ -33,7 +33,7 @@ quality = st.radio(
     help="Fine: more τ points, perturbation probes and Lanczos iterations (about 4× slower).",
 )
 u_values = tuple(sorted({-1.5, 0.0, 1.5, round(control[0], 2)}))
-contractions = ui.analysis(
+contractions = models.analysis(
     loaded,
     "contraction",
     (prompt, u_values, quality),
@@ -43,7 +43,7 @@ contractions = ui.analysis(
     **QUALITY[quality],
     what="the contraction",
 )
-ui.plot(ui.styled(contraction_figure(contractions), height=560), key="contraction")
+widgets.plot(widgets.styled(contraction_figure(contractions), height=560), key="contraction")
 cols = st.columns(len(contractions))
 for col, c in zip(cols, contractions):
     col.metric(
@@ -59,7 +59,7 @@ st.caption(
 )
 STRETCH = {"quick": dict(n=9, n_tau=5, lanczos_iterations=8), "fine": dict(n=17, n_tau=9, lanczos_iterations=16)}
 spec = STRETCH[quality]
-geometry = ui.analysis(
+geometry = models.analysis(
     loaded,
     "stretching",
     (prompt, quality),
@@ -75,7 +75,7 @@ geometry = ui.analysis(
     ),
     what="the stretching rate",
 )
-ui.plot(ui.styled(stretching_figure(geometry), height=420), key="stretching")
+widgets.plot(widgets.styled(stretching_figure(geometry), height=420), key="stretching")
 top = float(np.max(geometry.stretching))
 st.markdown(
     logic.bold_then_plain(
@@ -86,18 +86,18 @@ st.markdown(
 )
 
 st.subheader("Convergence of fixed-step solvers")
-conv = ui.analysis(
+conv = models.analysis(
     loaded, "convergence", (prompt, control), convergence, prompt, control, max_steps=64, what="the convergence study"
 )
 m1, m2, m3 = st.columns(3)
 m1.metric("Euler order", f"{conv.euler_order:.2f}", help="Expected 1")
 m2.metric("RK4 order", f"{conv.rk4_order:.2f}", help="Expected 4")
 m3.metric("Reference NFE (dopri5)", conv.reference_nfe)
-ui.plot(ui.styled(convergence_figure(conv), height=460), key="convergence")
-ui.download_csv(
+widgets.plot(widgets.styled(convergence_figure(conv), height=460), key="convergence")
+widgets.download_csv(
     "Download the convergence data (CSV)",
     {"steps": conv.steps.tolist(), "euler_error": conv.euler_error.tolist(), "rk4_error": conv.rk4_error.tolist()},
     "convergence.csv",
     key="csv_convergence",
 )
-ui.sync_url("dynamics")
+widgets.sync_url("dynamics")

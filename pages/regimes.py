@@ -3,7 +3,7 @@
 import numpy as np
 import streamlit as st
 
-import lab_ui as ui
+from lab_ui import models, widgets
 from steering.analysis.alignment import regimes_over_prompts
 from steering.analysis.inputs import PATH_SOLVER, REFERENCE_SOLVER
 from steering.analysis.regimes import tolerance_scaling
@@ -14,8 +14,8 @@ from steering.figures.solver_trace import field_heatmaps_figure, step_trace_figu
 from steering.lab import compute, logic
 from steering.model.ode import SolverConfig
 
-texts = ui.model_texts()  # the model's first axis, its probe targets and prompts (sentiment for the shipped one)
-header = ui.page_header(
+texts = models.model_texts()  # the model's first axis, its probe targets and prompts (sentiment for the shipped one)
+header = widgets.page_header(
     "Solver regimes",
     "With an adaptive solver the number of field evaluations (NFE) depends on "
     f"u. The paper finds two levels, with the switch where the steered {texts.names[0]} crosses over, and "
@@ -27,7 +27,7 @@ loaded, prompt = header.loaded, header.prompt
 
 c1, c2, c3, c4 = st.columns(4)
 tol = c1.select_slider(
-    "Tolerance (rtol = 10·atol)", ui.TOLERANCES, value=1e-3, format_func=lambda t: f"{t:.0e}", key="w_reg_tol"
+    "Tolerance (rtol = 10·atol)", widgets.TOLERANCES, value=1e-3, format_func=lambda t: f"{t:.0e}", key="w_reg_tol"
 )
 n_u = c2.select_slider("u values in [−2, 2]", (11, 21, 41, 81), value=41, key="w_reg_n")
 default_pos, default_neg = texts.probe_targets
@@ -45,7 +45,7 @@ for raw in (positive, negative):
 grid = np.round(np.linspace(-2.0, 2.0, int(n_u)), 6)
 key = (prompt, float(tol), int(n_u), tuple(targets))
 bar = st.progress(0.0, text="Solving every u with dopri5 and adaptive_heun…")
-regimes = ui.analysis(
+regimes = models.analysis(
     loaded,
     "regimes",
     key,
@@ -101,17 +101,17 @@ m4.metric(
     + ".",
 )
 m5.metric("Sweep time", f"{regimes.seconds:.2f} s")
-event = ui.plot(ui.styled(nfe_regimes_figure(regimes), height=480), key="regimes", on_select="rerun")
+event = widgets.plot(widgets.styled(nfe_regimes_figure(regimes), height=480), key="regimes", on_select="rerun")
 columns = {"u": regimes.u.tolist()}
 for name, values in regimes.nfe.items():
     columns[f"nfe_{name}"] = [int(v) for v in values]
 for name, values in regimes.steps.items():
     columns[f"steps_{name}"] = [int(v) for v in values]
 columns["relative_probability_first_target"] = regimes.target_probability.tolist()
-ui.download_csv("Download the NFE sweep (CSV)", columns, "nfe_regimes.csv", key="csv_regimes")
+widgets.download_csv("Download the NFE sweep (CSV)", columns, "nfe_regimes.csv", key="csv_regimes")
 
 config = SolverConfig("dopri5", rtol=float(tol), atol=float(tol) / 10)
-sweep_traces = ui.analysis(
+sweep_traces = models.analysis(
     loaded,
     "solver_trace_sweep",
     (prompt, float(tol), int(n_u)),
@@ -135,13 +135,13 @@ if picked and picked[0] is not None and picked != st.session_state.get("regimes_
     st.session_state["regimes_last_click"] = picked
     st.session_state["w_reg_trace_u"] = min(u_values, key=lambda v: abs(v - float(picked[0])))
 if st.session_state.get("w_reg_trace_u") not in u_values:
-    st.session_state["w_reg_trace_u"] = min(u_values, key=lambda v: abs(v - ui.state().control[0]))
+    st.session_state["w_reg_trace_u"] = min(u_values, key=lambda v: abs(v - widgets.state().control[0]))
 u_trace = st.select_slider("u for the step trace", u_values, key="w_reg_trace_u", format_func=lambda v: f"{v:+.2f}")
 here = u_values.index(u_trace)
 first_nfe = regimes.nfe[methods[0]]
 there = neighbour_across_switch(first_nfe, here)
 pair_u = [u_trace] + ([] if there is None else [u_values[there]])
-traces = ui.analysis(
+traces = models.analysis(
     loaded,
     "solver_trace",
     (prompt, tuple(pair_u), float(tol)),
@@ -152,7 +152,7 @@ if traces is not None:
     ordered = sorted(traces.traces, key=lambda t: abs(float(t.u[0]) - u_trace))
     for trace in ordered:
         st.markdown(logic.bold_then_plain(f"u = {float(trace.u[0]):+.2f}: ", trace_reading(trace)))
-    ui.plot(ui.styled(step_trace_figure(ordered), height=520), key="step_trace")
+    widgets.plot(widgets.styled(step_trace_figure(ordered), height=520), key="step_trace")
 
 st.subheader("Speed, turn and stretching of the field over (u, τ)")
 st.caption(
@@ -173,7 +173,7 @@ detail = st.radio(
     "(rtol 1e-7), 20 iterations; about 30× slower.",
 )
 spec = GEOMETRY[detail]
-geometry = ui.analysis(
+geometry = models.analysis(
     loaded,
     "field_geometry",
     (prompt, detail),
@@ -190,7 +190,7 @@ geometry = ui.analysis(
     what="the field along the paths",
 )
 if geometry is not None:
-    ui.plot(ui.styled(field_heatmaps_figure(geometry), height=440), key="field_heatmaps")
+    widgets.plot(widgets.styled(field_heatmaps_figure(geometry), height=440), key="field_heatmaps")
 
 n_prompts = f"{len(texts.prompts)} prompts" if texts.user_model else "Ten prompts"  # a user model: its openings
 st.subheader(f"Does the crossover sit on a switch? {n_prompts} against chance")
@@ -202,7 +202,7 @@ st.caption(
     "null pairs each crossover with the other prompts' switches."
 )
 bar = st.progress(0.0, text="Solving every u for each probe prompt…")
-alignment = ui.analysis(
+alignment = models.analysis(
     loaded,
     "alignment",
     (float(tol), int(n_u), tuple(targets)),
@@ -255,7 +255,9 @@ a3.metric(
     f"{stats['n_measured']} / {stats['n_prompts']}",
     help="Prompts with both a crossover and at least one switch, of all probe prompts.",
 )
-ui.plot(ui.styled(alignment_figure(alignment), height=max(360, 70 + 36 * len(alignment.prompts))), key="alignment")
+widgets.plot(
+    widgets.styled(alignment_figure(alignment), height=max(360, 70 + 36 * len(alignment.prompts))), key="alignment"
+)
 st.dataframe(
     [
         {
@@ -272,9 +274,9 @@ st.dataframe(
 )
 
 st.subheader("Resolution scaling")
-ui.sentiment_slider(st, f"{texts.short_label(0)} for this sweep")
-u_here = ui.state().control
-scaling = ui.analysis(
+widgets.sentiment_slider(st, f"{texts.short_label(0)} for this sweep")
+u_here = widgets.state().control
+scaling = models.analysis(
     loaded, "tolerance", (prompt, u_here), tolerance_scaling, prompt, u_here, what="the tolerance sweep"
 )
 st.metric(
@@ -282,11 +284,11 @@ st.metric(
     f"{scaling.slope:.3f}",
     help=f"NFE ∝ (1/tol)^slope for dopri5 at u = ({u_here[0]:+.2f}, {u_here[1]:+.2f}); below 1 is sublinear.",
 )
-ui.plot(ui.styled(tolerance_figure(scaling), height=420), key="tolerance")
-ui.download_csv(
+widgets.plot(widgets.styled(tolerance_figure(scaling), height=420), key="tolerance")
+widgets.download_csv(
     "Download the tolerance sweep (CSV)",
     {"tolerance": scaling.tolerances.tolist(), "nfe": [int(v) for v in scaling.nfe]},
     "tolerance_scaling.csv",
     key="csv_tolerance",
 )
-ui.sync_url("regimes")
+widgets.sync_url("regimes")

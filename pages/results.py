@@ -9,18 +9,18 @@ from pathlib import Path
 
 import streamlit as st
 
-import lab_ui as ui
+from lab_ui import widgets
 from steering.evaluation.experiments import DEFAULT_OUT, load_results
 from steering.figures.results import accuracy_fluency_figure
 
 folder = Path(os.environ.get("STEERING_RESULTS", DEFAULT_OUT))
-ui.page_header(
+widgets.page_header(
     "Results: the paper's experiments on our model",
     "Each row: the paper's figure, ours measured on the shipped checkpoints, and how it was measured.",
     load_model=False,
     prompt=False,
 )
-ui.sync_url("results")  # first: the page computes nothing from the state, and may stop below
+widgets.sync_url("results")  # first: the page computes nothing from the state, and may stop below
 
 try:
     results = load_results(folder)
@@ -56,7 +56,9 @@ st.dataframe(
 
 st.subheader("Learned control against activation steering")
 act = results["activation_steering"]
-ui.plot(accuracy_fluency_figure([act["hybrid"], act["activation"]], font_size=ui.font_size()), key="accuracy_fluency")
+widgets.plot(
+    accuracy_fluency_figure([act["hybrid"], act["activation"]], font_size=widgets.font_size()), key="accuracy_fluency"
+)
 verdicts = [
     f"{'classifier' if judge == 'clf' else 'VADER'} judge: "
     f"{v['dominates'] + ' dominates' if v['dominates'] != 'neither' else 'neither dominates (the fronts cross)'}"

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-import lab_ui as ui
+from lab_ui import models, widgets
 from steering.analysis.pca import ProjectedPath
 from steering.analysis.solvers import compare_solvers
 from steering.analysis.trajectories import pooled
@@ -11,7 +11,7 @@ from steering.figures.solvers import divergence_figure, eval_points_figure
 from steering.lab import logic
 from steering.model.ode import ADAPTIVE_SOLVERS, FIXED_SOLVERS, SolverConfig
 
-header = ui.page_header(
+header = widgets.page_header(
     "Fixed vs adaptive solvers",
     "The same prompt and control, integrated by a few fixed steps "
     "(how the model was trained) and by an adaptive solver at tight tolerance. The paper reports "
@@ -30,10 +30,12 @@ with right:
     st.markdown("**Solver B (adaptive, the reference)**")
     b1, b2 = st.columns(2)
     method_b = b1.selectbox("Method", ADAPTIVE_SOLVERS, key="w_b_method")
-    tol_b = b2.select_slider("Tolerance", ui.TOLERANCES, value=1e-7, format_func=lambda t: f"{t:.0e}", key="w_b_tol")
+    tol_b = b2.select_slider(
+        "Tolerance", widgets.TOLERANCES, value=1e-7, format_func=lambda t: f"{t:.0e}", key="w_b_tol"
+    )
 solver_a = SolverConfig(method_a, steps=int(steps_a))
 solver_b = SolverConfig(method_b, rtol=float(tol_b), atol=float(tol_b) / 100)
-comparison = ui.analysis(
+comparison = models.analysis(
     loaded,
     "compare",
     (prompt, control, solver_a, solver_b),
@@ -53,11 +55,12 @@ m3.metric(f"NFE of B ({method_b})", comparison.b.nfe)
 
 col1, col2 = st.columns(2, gap="large")
 with col1:
-    ui.plot(
-        ui.styled(divergence_figure(comparison, title="Divergence of A from B along τ"), height=430), key="divergence"
+    widgets.plot(
+        widgets.styled(divergence_figure(comparison, title="Divergence of A from B along τ"), height=430),
+        key="divergence",
     )
 with col2:
-    pca = ui.pca_map(loaded)
+    pca = models.pca_map(loaded)
     paths = [
         ProjectedPath(name=t.solver_label, u=control[0], tau=t.tau, points=pca.project(pooled(t)))
         for t in (comparison.a, comparison.b)
@@ -69,16 +72,16 @@ with col2:
         highlight=paths[:1],
         title="Both paths on the PCA map (A black)",
     )
-    ui.plot(ui.styled(fig, height=430), key="paths_ab")
-ui.plot(ui.styled(eval_points_figure([comparison.a, comparison.b]), height=330), key="eval_points")
+    widgets.plot(widgets.styled(fig, height=430), key="paths_ab")
+widgets.plot(widgets.styled(eval_points_figure([comparison.a, comparison.b]), height=330), key="eval_points")
 st.caption(
     "Dots: every τ where the solver evaluated the field. Green bars: starts of accepted steps; red ×: "
     "rejected steps. Adaptive solvers may evaluate past τ = 1 and interpolate back."
 )
-ui.download_csv(
+widgets.download_csv(
     "Download the divergence along τ (CSV)",
     {"tau": comparison.tau.tolist(), "divergence": comparison.divergence.tolist()},
     "divergence.csv",
     key="csv_divergence",
 )
-ui.sync_url("solvers")
+widgets.sync_url("solvers")

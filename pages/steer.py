@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-import lab_ui as ui
+from lab_ui import models, widgets
 from steering.figures.instant_steer import instant_payload, instant_view
 from steering.lab import compute, logic
 
@@ -26,43 +26,45 @@ def reference_paths(_pca_map, key: str) -> tuple[list, list]:
 
 
 @st.fragment
-def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tokens: int):
+def steer_results(loaded: models.Loaded, prompt: str, solver, seed: int, max_new_tokens: int):
     """Everything that depends on u. The sentiment slider, the text and the charts are one component
     that holds every computed slider position in the browser, so a move there shows at once; this
     fragment reruns when the style changes, when the component reports a position, and while the rest
     of the range is computed (the component polls)."""
-    state = ui.state()
-    ui.style_slider(st)
-    views = ui.steer_views(loaded)
-    texts = ui.model_texts()
+    state = widgets.state()
+    widgets.style_slider(st)
+    views = models.steer_views(loaded)
+    texts = models.model_texts()
     # a model trained on one's own file: its first axis's judge and end labels on the badges
-    judge, ends = ui.axis_judge(loaded), (texts.ends[0] if texts.user_model else None)
+    judge, ends = models.axis_judge(loaded), (texts.ends[0] if texts.user_model else None)
 
     def key_at(u: float) -> tuple:
-        return ui.steer_key(prompt, (u, state.style), solver, seed, max_new_tokens)
+        return models.steer_key(prompt, (u, state.style), solver, seed, max_new_tokens)
 
-    if ui.prefetch_enabled() and logic.worth_computing_ahead(solver):
+    if models.prefetch_enabled() and logic.worth_computing_ahead(solver):
         # a new wish only when the inputs changed: the component's polls must not restart the worker.
         # The wish first: it replaces this session's earlier one, so work for inputs that changed is
         # cancelled before this run waits for the model
         wish = key_at(state.sentiment)
         if st.session_state.get("steer_wish") != wish:
             previous = st.session_state.get("steer_previous_control")
-            views.want([key_at(c[0]) for c in logic.range_controls(state.control, previous)], session=ui.session_id())
+            views.want(
+                [key_at(c[0]) for c in logic.range_controls(state.control, previous)], session=models.session_id()
+            )
             st.session_state["steer_wish"], st.session_state["steer_previous_control"] = wish, state.control
-    view = ui.run_safely(views.result, key_at(state.sentiment), what="the steered continuation")
+    view = models.run_safely(views.result, key_at(state.sentiment), what="the steered continuation")
 
     range_keys = {u: key_at(u) for u in logic.slider_positions()}
     kept = views.kept(range_keys.values())
     # while the range is computed, wait a moment for more before answering (the component asks again)
     have, coming = len(kept), False
-    if ui.prefetch_enabled():
-        wait = 0.4 if ui.polled() else 0.0  # never delay the answer to a move
+    if models.prefetch_enabled():
+        wait = 0.4 if widgets.polled() else 0.0  # never delay the answer to a move
         have, coming = views.wait_for_more(list(range_keys.values()), have, timeout=wait)
         if have > len(kept):
             kept = views.kept(range_keys.values())
     kept[range_keys[state.sentiment]] = view
-    pca = ui.pca_map(loaded)
+    pca = models.pca_map(loaded)
     paths, us = reference_paths(pca, pca.key)
     payload = instant_payload(
         {u: instant_view_of(loaded.key, k, kept[k], ends, judge) for u, k in range_keys.items() if k in kept},
@@ -73,7 +75,7 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
         u_max=logic.U_MAX,
         u_step=logic.U_STEP,
         explained=pca.explained_variance_ratio,
-        font_size=ui.font_size(),
+        font_size=widgets.font_size(),
         label=texts.labels[0],
         help_text=texts.helps[0],
         pending=int(coming),
@@ -81,8 +83,8 @@ def steer_results(loaded: ui.Loaded, prompt: str, solver, seed: int, max_new_tok
         chart_height="380px",
         fit_screen=state.presenter,  # the charts take the height the screen leaves them
     )
-    ui.instant_sentiment(payload)
-    ui.sync_url("steer")
+    widgets.instant_sentiment(payload)
+    widgets.sync_url("steer")
 
 
 def next_serial() -> int:
@@ -108,7 +110,7 @@ def instant_view_of(model_key: str, steer_key: tuple, _view: compute.SteerView, 
 
 
 def steer():
-    header = ui.page_header(
+    header = widgets.page_header(
         "Steer the flow",
         "A transformer whose middle layers are an ODE, dH/dτ = α·F(H, τ, u). "
         "Move u and watch the text, the next-token odds and the hidden-state path change.",
@@ -120,10 +122,10 @@ def steer():
     loaded, prompt, solver = header.loaded, header.prompt, header.solver
     steer_results(loaded, prompt, solver, int(seed), int(max_new_tokens))
     # outside the fragment: none of this changes with u, so a slider move does not redraw it
-    pca = ui.pca_map(loaded)
+    pca = models.pca_map(loaded)
     _, us = reference_paths(pca, pca.key)
     st.caption(
-        ui.model_texts().steer_caption
+        models.model_texts().steer_caption
         + f"Same seed ({int(seed)}) at every u, so only the control changes the text; sampled with "
         f"{solver.label()}. In the map, thin lines: the reference prompt {pca.reference[0].name!r} at u = "
         f"{', '.join(f'{u:+g}' for u in us)}; thick: your prompt now."
@@ -139,7 +141,7 @@ def steer():
 
         with st.spinner("Computing 123 steered views, the NFE sweep and the solver comparison (about a minute)…"):
             with loaded.lock:
-                talk = ui.run_safely(
+                talk = models.run_safely(
                     talk_html_bytes,
                     loaded.model,
                     loaded.tok,

@@ -2,11 +2,11 @@
 
 import streamlit as st
 
-import lab_ui as ui
+from lab_ui import models, widgets
 from steering.figures.training import global_steps, training_curves_figure
 from steering.lab import logic
 
-ui.page_header(
+widgets.page_header(
     "Training: hybrid vs discrete",
     "Stage 1 trains both models as language models; stage 2 (shaded) "
     "trains only the hybrid's ODE block (and the blocks after it) to follow the control u. Raw values "
@@ -14,12 +14,12 @@ ui.page_header(
     load_model=False,
     prompt=False,
 )
-ui.sync_url("training")  # first: the page computes nothing from the state, and may stop below
+widgets.sync_url("training")  # first: the page computes nothing from the state, and may stop below
 
-logs = ui.training_logs()
+logs = models.training_logs()
 missing = [name for name, records in logs.items() if not records]
 for name in missing:
-    path = ui.checkpoint_dir() if name == "hybrid" else ui.baseline_dir()
+    path = models.checkpoint_dir() if name == "hybrid" else models.baseline_dir()
     st.warning(
         f"No training log for the {name} model at `{path}` (train_log.jsonl). Train it with "
         f"`python -m steering train --arch {name} --out {path}`."
@@ -29,7 +29,7 @@ if not logs:
     st.stop()
 
 smooth = st.slider("Smoothing (EMA span, steps)", 1, 100, 15, key="w_smooth")
-ui.plot(training_curves_figure(logs, smooth=smooth, font_size=ui.font_size()), key="training_curves")
+widgets.plot(training_curves_figure(logs, smooth=smooth, font_size=widgets.font_size()), key="training_curves")
 
 st.subheader("Stability")
 st.caption(
@@ -45,4 +45,4 @@ for name, records in logs.items():
     for field in ("stage", "step", "loss", "grad_norm", "ode_grad_norm", "alpha", "lr", "tokens_per_s"):
         columns[field] = [r.get(field) for r in records]
     columns["val_loss"] = [r.get("val_loss") for r in records]
-    ui.download_csv(f"Download the {name} log (CSV)", columns, f"training_{name}.csv", key=f"csv_{name}")
+    widgets.download_csv(f"Download the {name} log (CSV)", columns, f"training_{name}.csv", key=f"csv_{name}")

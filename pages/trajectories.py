@@ -3,18 +3,18 @@
 import numpy as np
 import streamlit as st
 
-import lab_ui as ui
+from lab_ui import models, widgets
 from steering.analysis.bend import fit_bend_map
 from steering.analysis.curvature import curvature_of, path_shape_note, token_path_curvature
 from steering.analysis.pca import ProjectedPath
 from steering.analysis.trajectories import compute_trajectory, pooled
 from steering.figures.flow import curvature_figure, pca_paths_figure, token_curvature_figure
 
-header = ui.page_header(
+header = widgets.page_header(
     "Trajectories through depth",
     "Each line is the prompt's hidden state H(τ) as τ goes 0 → 1 "
-    f"through the ODE block, projected on the PCA map, one line per {ui.model_texts().names[0]} value (red negative, "
-    "blue positive). All paths start at one point: u only acts inside the block.",
+    f"through the ODE block, projected on the PCA map, one line per {models.model_texts().names[0]} value "
+    "(red negative, blue positive). All paths start at one point: u only acts inside the block.",
     solver=True,
     sliders=True,
 )
@@ -37,13 +37,13 @@ dims = c1.radio(
     format_func=lambda d: f"{d}-D",
     horizontal=True,
     key="w_dims",
-    on_change=ui.bind("w_dims", "dims", int),
+    on_change=widgets.bind("w_dims", "dims", int),
     disabled=bend_view,
     help="The bend view is 2-D." if bend_view else None,
 )
 dims = 2 if bend_view else dims
 n_paths = c2.select_slider("Paths", (3, 5, 9, 17), value=9, key="w_paths")
-pca = ui.pca_map(loaded)
+pca = models.pca_map(loaded)
 
 
 def tokens_of(traj) -> list[str]:
@@ -53,7 +53,7 @@ def tokens_of(traj) -> list[str]:
 
 family = np.round(np.linspace(-2.0, 2.0, n_paths), 4)
 trajectories = [
-    ui.analysis(
+    models.analysis(
         loaded,
         "trajectory",
         (prompt, float(u), control[1], solver),
@@ -66,7 +66,7 @@ trajectories = [
     )
     for u in family
 ]
-current = ui.analysis(
+current = models.analysis(
     loaded,
     "trajectory",
     (prompt, control[0], control[1], solver),
@@ -116,7 +116,7 @@ if animate:  # play/pause above the plot, the τ slider alone below it
         x=1.0, y=1.08, xanchor="right", yanchor="bottom", direction="left", pad=dict(t=0, r=0)
     )
     fig.layout.sliders[0].update(x=0.0, len=1.0, pad=dict(t=50, b=10))
-ui.plot(ui.styled(fig, height=660 if dims == 3 else 600), key="paths")
+widgets.plot(widgets.styled(fig, height=660 if dims == 3 else 600), key="paths")
 if bend_view:
     held = "n/a (the paths are straight)" if np.isnan(bend.bend_captured) else f"{bend.bend_captured:.0%}"
     st.caption(
@@ -138,7 +138,7 @@ for path in paths + [mine]:
         rows["tau"].append(float(t))
         for k, column in enumerate(columns):
             rows[column].append(float(p[k]) if k < len(p) else float("nan"))
-ui.download_csv("Download these paths (CSV)", rows, "trajectories.csv", key="csv_paths")
+widgets.download_csv("Download these paths (CSV)", rows, "trajectories.csv", key="csv_paths")
 
 st.subheader("How curved are these paths?")
 on_map = [pca.project(pooled(t) if which == 0 else t.states[:, which - 1]) for t in trajectories]
@@ -177,13 +177,13 @@ c3.metric(
     "solver the path between its steps is drawn straight (linear interpolation): pick dopri5 in the "
     "sidebar to see the continuous path.",
 )
-ui.plot(ui.styled(curvature_figure(curvature), height=380), key="curvature")
+widgets.plot(widgets.styled(curvature_figure(curvature), height=380), key="curvature")
 st.caption(note)
 
 # each token's own path at your u: the mean path above can be straight while single tokens turn
 excess = token_path_curvature(current.states) - 1.0
-ui.plot(
-    ui.styled(
+widgets.plot(
+    widgets.styled(
         token_curvature_figure(current.token_strings, excess, which - 1 if which else None, control[0]), height=340
     ),
     key="token_curvature",
@@ -192,4 +192,4 @@ st.caption(
     f"Median over the prompt's tokens: {np.median(excess):.3g}; the token picked above: "
     + (f"{excess[which - 1]:.3g}." if which else "pick one in the Token box to mark it.")
 )
-ui.sync_url("trajectories")
+widgets.sync_url("trajectories")

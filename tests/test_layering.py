@@ -5,7 +5,7 @@ domain and the ones before it, inside functions too. So the data, the judges and
 training or the lab; analysis computes on the model without the evaluation; the command line (cli/ and
 __main__.py) sits on top and nothing imports it. steering.figures draws plain numbers and arrays: it never
 imports torch or another steering domain (the app's pages bring the model's numbers to it). No module imports
-one that imports it back, and nothing in steering/ imports Streamlit (only app.py, lab_ui.py and pages/ do).
+one that imports it back, and nothing in steering/ imports Streamlit (only app.py, lab_ui/ and pages/ do).
 """
 
 from __future__ import annotations

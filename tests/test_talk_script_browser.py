@@ -2,7 +2,7 @@
 
 - every page opens by its path and by ?page=NAME with no "Page not found" dialog, routed by app.py, the
   very first session after the server starts included (Streamlit runs it in its old pages/ mode:
-  lab_ui.run_through_app);
+  lab_ui.widgets.run_through_app);
 - assets/talks/paper-in-8-steps.json stepped through with PageDown (what presentation clickers
   send) and back with PageUp: each step shows its page and its state, with no exception;
 - presenter mode fits the screen on Steer at 1920x1080 and at 1280x720;

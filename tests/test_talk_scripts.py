@@ -158,9 +158,9 @@ def test_the_page_script_survives_streamlits_sanitiser():
     letter or '/': then PageUp/PageDown and the SVG button would silently do nothing."""
     import re
 
-    import lab_ui
+    from lab_ui import widgets
 
-    html = lab_ui.BROWSER_SCRIPT
+    html = widgets.BROWSER_SCRIPT
     assert not html.lstrip().startswith("<script")
     body = html[html.index("<script>") + len("<script>") : html.rindex("</script>")]
     assert not re.search(r"<[/\w!]", body)

@@ -1,4 +1,4 @@
-"""Streamlit glue shared by the lab's pages: cached loaders, URL state, sidebar controls.
+"""The lab's per-session side: URL state, sidebar controls, sliders, the page header, talks, charts.
 
 The logic (parsing, clamping, computing) lives in steering/; this module only binds it
 to widgets. The state a link should reproduce lives in st.session_state["lab_state"]
@@ -9,26 +9,19 @@ written back to the query string on every run. A talk (steering.lab.talk_scripts
 
 from __future__ import annotations
 
-import json
 import os
 import runpy
-import threading
-import time
-import uuid
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import streamlit as st
 import streamlit.components.v2 as components
-import torch
 
+from lab_ui import models
 from steering.figures import instant_steer
-from steering.lab import compute, logic
+from steering.lab import logic
 from steering.lab import talk_scripts as talks
-from steering.lab.prefetch import FairLock, Prefetcher, in_background
-from steering.model.ode import FIXED_SOLVERS, SolverConfig, SolverStepLimitError
-from steering.training.checkpoint import ASSETS, CONFIG, CheckpointError, load_checkpoint, read_config, read_log
+from steering.model.ode import FIXED_SOLVERS, SolverConfig
 
 STATE_KEY = "lab_state"
 NOTICES_KEY = "lab_url_notices"
@@ -58,50 +51,10 @@ PLOTLY_CONFIG = {
 }
 
 
-CHOSEN_CHECKPOINT_KEY = "lab_checkpoint"  # the sidebar's choice among $STEERING_CHECKPOINTS, this session
-
-
-def _chosen_checkpoint() -> Path | None:
-    try:
-        chosen = st.session_state.get(CHOSEN_CHECKPOINT_KEY)
-    except Exception:  # outside a Streamlit run (a plain import in a test or a script)
-        return None
-    return Path(chosen) if chosen else None
-
-
-def checkpoint_dir() -> Path:
-    """Read at call time (not import time), so a test or a shell can point the app elsewhere; the
-    sidebar's choice among $STEERING_CHECKPOINTS wins for its session."""
-    return _chosen_checkpoint() or Path(os.environ.get("STEERING_CHECKPOINT", ASSETS / "hybrid"))
-
-
-def baseline_dir() -> Path:
-    """$STEERING_BASELINE; for a checkpoint chosen in the sidebar, a `discrete` folder beside it when there is one."""
-    chosen = _chosen_checkpoint()
-    if chosen is not None and (chosen.parent / "discrete" / "config.json").is_file():
-        return chosen.parent / "discrete"
-    return Path(os.environ.get("STEERING_BASELINE", ASSETS / "discrete"))
-
-
-def checkpoint_choices() -> list[Path]:
-    """The hybrid checkpoints under $STEERING_CHECKPOINTS (any depth), and the one the app started with."""
-    found = [Path(os.environ.get("STEERING_CHECKPOINT", ASSETS / "hybrid"))]
-    root = os.environ.get("STEERING_CHECKPOINTS")
-    if root and Path(root).is_dir():
-        for config in sorted(Path(root).rglob(CONFIG)):
-            try:
-                arch = json.loads(config.read_text())["model"]["arch"]
-            except (OSError, ValueError, KeyError, TypeError):
-                continue  # not a checkpoint's config
-            if arch == "hybrid" and config.parent not in found:
-                found.append(config.parent)
-    return found
-
-
 def _switch_checkpoint():
     chosen = st.session_state.get("w_checkpoint")
-    st.session_state[CHOSEN_CHECKPOINT_KEY] = chosen
-    texts = logic.model_texts(_config_of(str(chosen)))
+    st.session_state[models.CHOSEN_CHECKPOINT_KEY] = chosen
+    texts = logic.model_texts(models._config_of(str(chosen)))
     update(prompt=texts.prompts[0], sentiment=0.0, style=0.0)  # the new model's own opening, at u = 0
     for key in ("w_prompt", "w_sentiment", "w_style"):
         st.session_state.pop(key, None)
@@ -111,8 +64,8 @@ def checkpoint_picker():
     """With $STEERING_CHECKPOINTS set: a sidebar list of the checkpoints found there, to switch between."""
     if not os.environ.get("STEERING_CHECKPOINTS"):
         return
-    choices = [str(p) for p in checkpoint_choices()]
-    current = str(checkpoint_dir())
+    choices = [str(p) for p in models.checkpoint_choices()]
+    current = str(models.checkpoint_dir())
     if current not in choices:
         choices.insert(0, current)
     st.session_state.setdefault("w_checkpoint", current)
@@ -126,200 +79,14 @@ def checkpoint_picker():
     )
 
 
-def _config_of(path: str) -> dict | None:
-    """A checkpoint's config.json (None when unreadable: the page's loader says why)."""
-    try:
-        return read_config(path)
-    except CheckpointError:
-        return None
-
-
-def talk_folder() -> Path:
-    """Where `?talk=NAME` looks: a talks/ folder beside the checkpoint (a model's own talks), else assets/talks."""
-    own = checkpoint_dir() / "talks"
-    return own if own.is_dir() else talks.TALKS_DIR
-
-
-def model_texts() -> logic.ModelTexts:
-    """The slider names, end labels, help texts, prompts and probe targets of the model in use."""
-    return logic.model_texts(_config_of(str(checkpoint_dir())))
-
-
-@st.cache_resource(show_spinner=False)
-def _axis_judge(path: str, key: str):
-    from steering.data.user_data import is_user_model
-    from steering.judges.axis_judges import load_axis_judges
-
-    if not is_user_model(_config_of(path)):
-        return None
-    return load_axis_judges(path)[0]
-
-
-def axis_judge(loaded: Loaded):
-    """A user model's first-axis judge (saved with it), or None for the shipped kind (sentiment judges)."""
-    return _axis_judge(str(loaded.path), loaded.key)
-
-
-@dataclass
-class Loaded:
-    model: object
-    tok: object
-    config: dict
-    key: str  # identity of the weights: part of every cached result's key
-    path: Path
-    lock: FairLock  # the model keeps per-solve counters, so sessions take turns (pages before work-ahead)
-
-
-@st.cache_resource(show_spinner="Loading the model…")
-def _load(path: str) -> Loaded:
-    from steering.analysis.pca import checkpoint_identity
-
-    model, tok, config = load_checkpoint(path)
-    return Loaded(model, tok, config, checkpoint_identity(path), Path(path), FairLock())
-
-
-@st.cache_resource(show_spinner="Fitting the PCA map of hidden states…")
-def _pca_map(path: str, key: str):
-    from steering.analysis.pca import pca_map_for_checkpoint
-
-    loaded = _load(path)
-    with loaded.lock:
-        texts = logic.model_texts(loaded.config)
-        if texts.user_model:  # the map's reference paths: openings of the model's own held-out texts
-            return pca_map_for_checkpoint(
-                loaded.model, loaded.tok, key, logic.cache_dir() / "pca", prompts=texts.prompts[:5]
-            )
-        return pca_map_for_checkpoint(loaded.model, loaded.tok, key, logic.cache_dir() / "pca")
-
-
-@st.cache_resource(show_spinner=False)
-def _steer_views(path: str, key: str) -> Prefetcher:
-    loaded, pca = _load(path), _pca_map(path, key)
-
-    def compute_one(steer_key: tuple):
-        prompt, control, solver_items, seed, max_new_tokens = steer_key
-        # one torch thread for this thread (OpenMP's setting is per thread): decoding one token at a
-        # time is no faster on two, and the browser and the background worker keep a core
-        torch.set_num_threads(1)
-        # worked out ahead (on the worker), a view lets a waiting page have the model between two tokens
-        pause = (lambda: loaded.lock.pause_for_foreground() and False) if in_background() else None
-        with loaded.lock:
-            view = compute.compute_steer_view(
-                loaded.model,
-                loaded.tok,
-                pca,
-                prompt,
-                control,
-                SolverConfig(**dict(solver_items)),
-                seed=seed,
-                max_new_tokens=max_new_tokens,
-                cancelled=pause,
-            )
-        # outside the lock: the judges do not need the model
-        return compute.attach_judgements([view], _axis_judge(path, key))[0]
-
-    def compute_many(steer_keys, cancelled):
-        """Several controls of one wish (same prompt, solver, seed, length) in one batched decode."""
-        prompt, _, solver_items, seed, max_new_tokens = steer_keys[0]
-        if any(k[:1] + k[2:] != steer_keys[0][:1] + steer_keys[0][2:] for k in steer_keys):
-            return [compute_one(k) for k in steer_keys]
-
-        def between_tokens() -> bool:
-            # a page waiting for the model goes first (the batch's own state is its own); then: stop?
-            loaded.lock.pause_for_foreground()
-            return cancelled()
-
-        torch.set_num_threads(1)
-        with loaded.lock:
-            views = compute.compute_steer_views(
-                loaded.model,
-                loaded.tok,
-                pca,
-                prompt,
-                [k[1] for k in steer_keys],
-                SolverConfig(**dict(solver_items)),
-                seed=seed,
-                max_new_tokens=max_new_tokens,
-                cancelled=between_tokens,
-            )
-        return compute.attach_judgements(views, _axis_judge(path, key))
-
-    return Prefetcher(
-        compute_one, max_entries=4096, delay=0.15, compute_many=compute_many, batch=STEER_BATCH, on_done=_log_range
-    )
-
-
-# controls per background batch: after the two nearest, the slider's other 79 positions in two batches. Decoding
-# reads every weight once a token whatever the batch, so bigger batches cost less per view (benchmarks/bench_range.py;
-# figures in docs/benchmarks.md). A page never waits for a whole batch, only for the token in progress.
-STEER_BATCH = 40
-
-
-def _log_range(session, seconds: float, keys: int, last_key: tuple):
-    """With STEERING_PREFETCH_LOG set, one JSON line per finished work-ahead (benchmarks/bench_app.py reads it)."""
-    target = os.environ.get("STEERING_PREFETCH_LOG")
-    if target:
-        line = {"session": str(session), "seconds": seconds, "keys": keys, "prompt": last_key[0], "at": time.time()}
-        with open(target, "a") as f:
-            f.write(json.dumps(line) + "\n")
-
-
-def steer_views(loaded: Loaded) -> Prefetcher:
-    """The Steer page's views (continuation, next token, path), kept per process and computed
-    ahead for the slider's neighbouring positions."""
-    return _steer_views(str(loaded.path), loaded.key)
-
-
-def session_id() -> str:
-    """This browser session's identity, for the work-ahead's turn-taking."""
-    ss = st.session_state
-    if "steer_session" not in ss:
-        ss["steer_session"] = uuid.uuid4().hex
-    return ss["steer_session"]
-
-
-def prefetch_enabled() -> bool:
-    """STEERING_PREFETCH=0 turns the Steer page's work-ahead off (a shared server, or to measure without it)."""
-    return os.environ.get("STEERING_PREFETCH", "1") != "0"
-
-
-def steer_key(prompt: str, control: tuple[float, float], solver: SolverConfig, seed: int, max_new_tokens: int) -> tuple:
-    return prompt, tuple(control), tuple(sorted(solver.to_dict().items())), seed, max_new_tokens
-
-
-def missing_checkpoint_message(path: Path, err: Exception) -> str:
-    return (
-        f"**No trained model at `{path}`.**\n\n{err}\n\n"
-        "Train the small demo model (about a minute on a laptop CPU for the tiny preset, longer for the "
-        "full one) and point the lab at it:\n\n"
-        "```\npython -m steering train --preset tiny --out runs/hybrid\n"
-        "STEERING_CHECKPOINT=runs/hybrid streamlit run app.py\n```\n\n"
-        "or train the full model into `assets/hybrid` with `python -m steering train --out assets/hybrid`."
-    )
-
-
-def model() -> Loaded:
-    """The checkpoint, loaded once per process; a missing or broken one stops the page with a message."""
-    path = checkpoint_dir()
-    try:
-        return _load(str(path))
-    except (CheckpointError, FileNotFoundError, ValueError) as err:
-        st.error(missing_checkpoint_message(path, err))
-        st.stop()
-
-
-def pca_map(loaded: Loaded):
-    return _pca_map(str(loaded.path), loaded.key)
-
-
 # ---------------------------------------------------------------- state and URL
 def state() -> logic.LabState:
     ss = st.session_state
     if STATE_KEY not in ss:
         params = st.query_params.to_dict()
-        talk, index, talk_notices = talks.talk_from_query(params, talk_folder())
-        base, talk_page = logic.default_state(model().config.get("model")), None
-        texts = model_texts()
+        talk, index, talk_notices = talks.talk_from_query(params, models.talk_folder())
+        base, talk_page = logic.default_state(models.model().config.get("model")), None
+        texts = models.model_texts()
         if texts.user_model:  # a user model opens on one of its own held-out openings
             base = replace(base, prompt=texts.prompts[0])
         if talk is not None:
@@ -477,7 +244,7 @@ SENTIMENT_HELP, STYLE_HELP = logic.SENTIMENT_HELP, logic.STYLE_HELP
 
 def sentiment_slider(container=st, label: str | None = None):
     """The first axis's slider (named after the model's axis: sentiment for the shipped model)."""
-    texts = model_texts()
+    texts = models.model_texts()
     on_change = _bind("w_sentiment", "sentiment", lambda v: logic.snap_u(float(v)))
     return container.slider(
         label or texts.labels[0],
@@ -516,7 +283,7 @@ def instant_sentiment(payload: dict):
 
 def style_slider(container=st, label: str | None = None):
     """The second axis's slider (style for the shipped model; disabled at 0 for a one-axis model)."""
-    texts = model_texts()
+    texts = models.model_texts()
     on_change = _bind("w_style", "style", lambda v: logic.snap_u(float(v)))
     return container.slider(
         label or texts.labels[1],
@@ -552,7 +319,7 @@ def sidebar_controls(*, solver: bool = True, prompt: bool = True):
         )
         bar.pills(
             "Examples",
-            model_texts().prompts,
+            models.model_texts().prompts,
             key="w_example",
             on_change=_pick_example,
             label_visibility="collapsed",
@@ -606,7 +373,7 @@ def run_through_app():
 class Header:
     """What page_header found: the model, the cleaned prompt, the solver and the control (None where not asked)."""
 
-    loaded: Loaded | None = None
+    loaded: models.Loaded | None = None
     prompt: str | None = None
     solver: SolverConfig | None = None
     control: tuple[float, float] | None = None
@@ -626,7 +393,7 @@ def page_header(
     each page asks for (an unusable prompt or solver stops the page with a message).
     """
     run_through_app()
-    header = Header(loaded=model() if load_model else None)
+    header = Header(loaded=models.model() if load_model else None)
     sidebar_controls(solver=solver, prompt=prompt)
     st.title(title)
     st.caption(caption)
@@ -703,56 +470,6 @@ def solver_or_stop():
         st.stop()
 
 
-def run_safely(fn, *args, what: str = "this computation", **kwargs):
-    """Run a computation; a solver cap or bad value becomes a visible message and stops the page."""
-    try:
-        return fn(*args, **kwargs)
-    except SolverStepLimitError as err:
-        st.error(logic.escape_markdown(f"The solver gave up on {what}: {err}"))
-    except ValueError as err:
-        st.error(logic.escape_markdown(f"Cannot compute {what}: {err}"))
-    st.stop()
-
-
-# ---------------------------------------------------------------- heavy computations, remembered per process
-@st.cache_resource
-def _memo_store() -> tuple[OrderedDict, threading.Lock]:
-    return OrderedDict(), threading.Lock()
-
-
-MEMO_ENTRIES = 256
-
-
-def memo(name: str, key: tuple, compute):
-    """compute() once per (name, key) per process, least recently used dropped first.
-
-    Unlike st.cache_data this lets compute() drive a progress bar drawn outside it, and it
-    keeps results as the objects the analysis returns (no pickling round trip).
-    """
-    store, lock = _memo_store()
-    full_key = (name,) + tuple(key)
-    with lock:
-        if full_key in store:
-            store.move_to_end(full_key)
-            return store[full_key]
-    value = compute()
-    with lock:
-        store[full_key] = value
-        while len(store) > MEMO_ENTRIES:
-            store.popitem(last=False)
-    return value
-
-
-def analysis(loaded: Loaded, name: str, key: tuple, fn, *args, what: str, **kwargs):
-    """A model computation: remembered, serialised on the model's lock, errors shown as messages."""
-
-    def compute():
-        with loaded.lock:
-            return fn(loaded.model, loaded.tok, *args, **kwargs)
-
-    return run_safely(memo, name, (loaded.key,) + tuple(key), compute, what=what)
-
-
 # ---------------------------------------------------------------- output helpers
 def styled(fig, height: int | None = None):
     """A figure from steering.figures in the lab's look (type size follows presenter mode)."""
@@ -786,7 +503,3 @@ def download_csv(label: str, columns: dict, filename: str, key: str | None = Non
     st.download_button(
         label, logic.table_csv(columns), file_name=filename, mime="text/csv", key=key, icon=":material/download:"
     )
-
-
-def training_logs() -> dict[str, list[dict]]:
-    return {"hybrid": read_log(checkpoint_dir()), "discrete": read_log(baseline_dir())}
