@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from steering.figures import talk as talk_figures
+from steering.figures import talk_page
 from steering.lab import compute, logic, talk
 
 NEW_TOKENS = 6
@@ -60,7 +61,7 @@ def built(tmp_path_factory, small_tokenizer):
         config=config,
         regime_points=REGIME_POINTS,
     )
-    html = talk_figures.talk_html(data)
+    html = talk_page.talk_html(data)
     return model, tok, pca_map, data, html
 
 

@@ -7,7 +7,7 @@ sentiment, next-token bars and hidden-state paths. It also holds the trajectorie
 Play button), the adaptive solvers' NFE against u with the regime switches, fixed against
 adaptive paths with their divergence, and a footer naming the model and its evaluation.
 
-This module computes (plain functions, no Streamlit); steering.figures.talk renders the HTML
+This module computes (plain functions, no Streamlit); steering.figures.talk and talk_page render the HTML
 and never sees the model.
 """
 
@@ -529,7 +529,7 @@ def talk_html_bytes(
     """The offline demo as UTF-8 bytes (the Steer page's download button and the CLI both use this).
 
     Raises ValueError when the file would exceed MAX_BYTES."""
-    from ..figures.talk import talk_html
+    from ..figures.talk_page import talk_html
 
     data = build_talk(
         model,
