@@ -406,7 +406,6 @@ ARGUMENTS["depth"] = _depth_args
 
 @command("tokenizer", "train the byte-level BPE tokenizer on the training split (both models then share it)")
 def _tokenizer(args):
-
     from ..data import reviews as data
     from ..data.tokenizer import train_tokenizer
 
@@ -424,6 +423,23 @@ def _tokenizer_args(p):
 
 
 ARGUMENTS["tokenizer"] = _tokenizer_args
+
+
+@command("judges", "train the sentiment and style judges on the corpus and write them as plain files")
+def _judges(args):
+    from ..judges.judge import SHIPPED_DIR, build_judges
+
+    out = args.out or str(SHIPPED_DIR)
+    for name, accuracy in build_judges(out).items():
+        print(f"{name} judge: held-out accuracy {accuracy:.4f}")
+    print(f"wrote {out}")
+
+
+def _judges_args(p):
+    p.add_argument("--out", default=None, help="output folder (default assets/judge)")
+
+
+ARGUMENTS["judges"] = _judges_args
 
 
 @command("bench-train", "training tokens/s, fp32 vs bf16 autocast, hybrid and discrete at the flagship's size")

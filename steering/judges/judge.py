@@ -24,7 +24,7 @@ from them. training_words.json lists the words (regex [A-Za-z]+, lower-cased) se
 least MIN_WORD_COUNT times in the training text, for the valid-word rate. Rebuild all
 of it, byte for byte, with
 
-    OMP_NUM_THREADS=1 python -m steering.judges.judge          # writes assets/judge/ (~1 minute)
+    OMP_NUM_THREADS=1 python -m steering judges          # writes assets/judge/ (~1 minute)
 
 If the folder is missing, the files are built on first use into ~/.cache/steering/judge
 (or $STEERING_JUDGE_DIR when set).
@@ -32,7 +32,6 @@ If the folder is missing, the files are built on first use into ~/.cache/steerin
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -322,20 +321,3 @@ def judge_sentiment(texts: list[str]) -> SentimentVerdicts:
 def judge_style(texts: list[str]) -> np.ndarray:
     """+1 judged IMDB-review-like, -1 judged Rotten-Tomatoes-blurb-like."""
     return np.where(style_judge().probability(texts) >= CLASSIFIER_THRESHOLD, 1, -1)
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m steering.judges.judge",
-        description="train the sentiment and style judges and write them as plain files",
-    )
-    parser.add_argument("--out", default=str(SHIPPED_DIR), help="output folder (default assets/judge)")
-    args = parser.parse_args(argv)
-    accuracies = build_judges(args.out)
-    for name, acc in accuracies.items():
-        print(f"{name} judge: held-out accuracy {acc:.4f}")
-    print(f"wrote {args.out}")
-
-
-if __name__ == "__main__":
-    main()
