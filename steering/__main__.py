@@ -492,10 +492,13 @@ def _experiments(args):
 
 
 def _experiments_args(p):
-    from .experiments import DEFAULT_OUT
-
     p.add_argument("--quick", action="store_true", help="small sizes everywhere (for tests; minutes become seconds)")
-    p.add_argument("--out", default=str(DEFAULT_OUT), help="folder for results.json and results.md")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="folder for results.json and results.md (default: assets/results for the shipped hybrid, "
+        "CHECKPOINT/results for any other, where the lab's Results page looks)",
+    )
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
     p.add_argument(
         "--baseline",
