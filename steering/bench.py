@@ -175,6 +175,14 @@ class LatencyResult:
         return self.hybrid_median_s / self.discrete_median_s
 
 
+def control_rows(model, rows: int, control=()) -> torch.Tensor:
+    """[rows, control_dim]: the control's values in every row (u = 0 when empty)."""
+    values = list(control) or [0.0] * model.config.control_dim
+    if len(values) != model.config.control_dim:
+        raise ValueError(f"the control has {len(values)} values; the model takes {model.config.control_dim}")
+    return torch.tensor([values] * rows, dtype=torch.float32)
+
+
 def _time_call(fn) -> float:
     start = time.perf_counter()
     fn()
@@ -189,12 +197,14 @@ def measure_latency(
     repeats: int = MIN_REPEATS,
     solver: SolverConfig = TRAINING_SOLVER,
     seed: int = 0,
+    control=(),
 ) -> LatencyResult:
-    """No-grad forward time of each model on the same batch, runs alternating, one warm-up each."""
+    """No-grad forward time of each model on the same batch, runs alternating, one warm-up each; the hybrid at
+    `control` (its values; empty: u = 0)."""
     tokens = min(tokens, hybrid.config.block_size, discrete.config.block_size)
     gen = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, min(hybrid.config.vocab_size, discrete.config.vocab_size), (batch, tokens), generator=gen)
-    u = torch.zeros(batch, hybrid.config.control_dim)
+    u = control_rows(hybrid, batch, control)
     runs = {"hybrid": [], "discrete": []}
     with torch.no_grad():
         for model in (hybrid, discrete):
@@ -213,6 +223,7 @@ def measure_fused_latency(
     repeats: int = MIN_REPEATS,
     solver: SolverConfig = TRAINING_SOLVER,
     seed: int = 0,
+    control=(),
 ) -> LatencyResult:
     """As measure_latency, through the decoder's fused forward (steering/decode.py) of every token's logits."""
     from .decode import new_stepper
@@ -220,7 +231,7 @@ def measure_fused_latency(
     tokens = min(tokens, hybrid.config.block_size, discrete.config.block_size)
     gen = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, min(hybrid.config.vocab_size, discrete.config.vocab_size), (batch, tokens), generator=gen)
-    u = torch.zeros(batch, hybrid.config.control_dim)
+    u = control_rows(hybrid, batch, control)
 
     def forward(model):
         with torch.inference_mode():
@@ -245,11 +256,11 @@ def fixed_step_nfe(solver: SolverConfig) -> int:
     return solver.steps * STAGES[solver.method]
 
 
-def euler_point(hybrid, discrete, tok, batch: int, tokens: int, repeats: int) -> dict:
+def euler_point(hybrid, discrete, tok, batch: int, tokens: int, repeats: int, control=()) -> dict:
     """The hybrid solved with Euler 4 in place of its training solver: latency and FLOP ratios against the
     discrete model, measured as the trained solver's are, and both solvers' divergence from dopri5 (rtol 1e-6)
     on held-out prompts (random ones without a tokenizer) at u = -2, 0, 2."""
-    latency = measure_latency(hybrid, discrete, batch, tokens, repeats, INFERENCE_EULER)
+    latency = measure_latency(hybrid, discrete, batch, tokens, repeats, INFERENCE_EULER, control=control)
     flops = forward_flops(hybrid.config, batch, tokens, fixed_step_nfe(INFERENCE_EULER)) / forward_flops(
         discrete.config, batch, tokens
     )
@@ -302,6 +313,7 @@ def measure_kv_cache(
     new_tokens: int = GENERATION_NEW_TOKENS,
     repeats: int = MIN_REPEATS,
     seed: int = 0,
+    control=(),
 ) -> CacheResult:
     """Greedy generation of `new_tokens` after a prompt that together with them fills `context` tokens."""
     from .generate import sample_tokens
@@ -311,7 +323,7 @@ def measure_kv_cache(
     new_tokens = min(new_tokens, context - 1)
     gen = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, model.config.vocab_size, (context - new_tokens,), generator=gen).tolist()
-    u = torch.zeros(1, model.config.control_dim)
+    u = control_rows(model, 1, control)
 
     def run(use_cache: bool):  # the general path either way: this figure is about the cache alone
         return sample_tokens(model, prompt, u, new_tokens, sampling=GREEDY, use_cache=use_cache, fast=False)[0]
@@ -403,6 +415,7 @@ def measure_decode(
     repeats: int = MIN_REPEATS,
     seed: int = 0,
     threads: int = 1,
+    control=(),
 ) -> DecodeResult:
     """Greedy decoding at batch 1 on `threads` torch threads: fast path and general path, alternating."""
     from .generate import sample_tokens
@@ -412,7 +425,7 @@ def measure_decode(
     new_tokens = max(1, min(new_tokens, context - 1))
     gen = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, model.config.vocab_size, (context - new_tokens,), generator=gen).tolist()
-    u = torch.zeros(1, model.config.control_dim)
+    u = control_rows(model, 1, control)
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -674,8 +687,11 @@ def run_bench(
     generation: tuple[int, int] = (GENERATION_CONTEXT, GENERATION_NEW_TOKENS),
     memory_steps: tuple[int, int] = (4, 64),
     label: str = "",
+    control: dict[str, float] | None = None,
 ) -> BenchReport:
-    """All measurements; `memory_spec` tells the memory subprocesses how to rebuild the hybrid."""
+    """All measurements; `memory_spec` tells the memory subprocesses how to rebuild the hybrid. `control`
+    ({axis name: value}, in the model's control order; None: u = 0) is where the hybrid runs in the latency,
+    cache and decode timings; the NFE sweep and the memory step keep their own controls."""
     if repeats < 1:
         raise ValueError(f"repeats must be a positive integer, got {repeats}")
     if not isinstance(hybrid, HybridODETransformer) or not isinstance(discrete, DiscreteTransformer):
@@ -684,8 +700,9 @@ def run_bench(
     hybrid.eval(), discrete.eval()
     solver = hybrid.training_solver  # the hybrid at the solver it was trained with (and generates with)
     batch, tokens = latency_shape
-    latency = measure_latency(hybrid, discrete, batch, tokens, repeats, solver)
-    fused = measure_fused_latency(hybrid, discrete, batch, tokens, repeats, solver)
+    values = tuple((control or {}).values())
+    latency = measure_latency(hybrid, discrete, batch, tokens, repeats, solver, control=values)
+    fused = measure_fused_latency(hybrid, discrete, batch, tokens, repeats, solver, control=values)
     tokens = min(tokens, hybrid.config.block_size)
     idx = torch.zeros(batch, tokens, dtype=torch.long)
     nfe = fixed_step_nfe(solver)
@@ -694,9 +711,9 @@ def run_bench(
     counted_h, counted_d = counted_forward_flops(hybrid, idx, solver), counted_forward_flops(discrete, idx)
     # one more point: the same hybrid solved with Euler 4 at inference (the discrete middle's four blocks'
     # worth of field evaluations), what it saves and how far from the ODE it lands
-    cheap = euler_point(hybrid, discrete, tok, batch, tokens, repeats) if solver != INFERENCE_EULER else None
-    cache = measure_kv_cache(hybrid, *generation, repeats=repeats)
-    decode = measure_decode(hybrid, *generation, repeats=repeats)
+    cheap = euler_point(hybrid, discrete, tok, batch, tokens, repeats, values) if solver != INFERENCE_EULER else None
+    cache = measure_kv_cache(hybrid, *generation, repeats=repeats, control=values)
+    decode = measure_decode(hybrid, *generation, repeats=repeats, control=values)
     few, many = memory_steps
     memory = {
         (steps, adjoint): measure_training_memory(memory_spec, steps, adjoint, *memory_shape)
@@ -706,6 +723,7 @@ def run_bench(
     sweep = measure_regimes_sweep(hybrid, tok)
     raw = {
         "label": label,
+        "control": dict(control or {}),
         "torch_threads": torch.get_num_threads(),
         "repeats": repeats,
         "latency_shape": [batch, tokens],
@@ -782,7 +800,10 @@ def format_report(report: BenchReport) -> str:
         met = report_value(report, key) <= target if op == "<=" else report_value(report, key) >= target
         return f"goal {op} {target:g}: {'met' if met else 'MISSED'}"
 
-    lines = [f"bench {r['label']} ({r['torch_threads']} thread(s), median of {r['repeats']}, {r['bench_s']:.0f} s)"]
+    at = ", ".join(f"{name} {value:+g}" for name, value in r["control"].items()) or "u = 0"
+    lines = [
+        f"bench {r['label']} at {at} ({r['torch_threads']} thread(s), median of {r['repeats']}, {r['bench_s']:.0f} s)"
+    ]
     rows = [
         (
             "latency_ratio",
