@@ -1,7 +1,8 @@
 """Results: the paper's figures beside ours, and the learned control against activation steering.
 
-Reads results.json written by `python -m steering experiments` (folder: $STEERING_RESULTS,
-default assets/results); computes nothing itself.
+Reads results.json written by `python -m steering experiments` for the checkpoint that is open (folder:
+$STEERING_RESULTS, else assets/results for the shipped hybrid and CHECKPOINT/results for any other);
+computes nothing itself.
 """
 
 import os
@@ -9,14 +10,15 @@ from pathlib import Path
 
 import streamlit as st
 
-from lab_ui import widgets
-from steering.evaluation.experiments import DEFAULT_OUT, load_results
+from lab_ui import models, widgets
+from steering.evaluation.experiments import DEFAULT_OUT, load_results, results_folder, section_title
 from steering.figures.results import accuracy_fluency_figure
 
-folder = Path(os.environ.get("STEERING_RESULTS", DEFAULT_OUT))
+checkpoint = models.checkpoint_dir()
+folder = Path(os.environ.get("STEERING_RESULTS") or results_folder(checkpoint))
 widgets.page_header(
     "Results: the paper's experiments on our model",
-    "Each row: the paper's figure, ours measured on the shipped checkpoints, and how it was measured.",
+    "Each row: the paper's figure, ours measured on the checkpoint that is open, and how it was measured.",
     load_model=False,
     prompt=False,
 )
@@ -28,11 +30,13 @@ except ValueError as err:
     st.error(str(err))
     st.stop()
 if results is None:
+    shipped = folder.resolve() == DEFAULT_OUT.resolve()
+    command = "python -m steering experiments" + ("" if shipped else f" --checkpoint {checkpoint} --out {folder}")
     st.info(
-        f"**No results yet:** `{folder / 'results.json'}` does not exist.\n\n"
+        f"**No results yet for `{checkpoint}`:** `{folder / 'results.json'}` does not exist.\n\n"
         "Produce them (about 30 minutes on 2 CPU cores; `--quick` takes about a minute but its sizes are "
         "too small to mean much):\n\n"
-        f"```\npython -m steering experiments --out {folder}\n```\n\n"
+        f"```\n{command}\n```\n\n"
         "Point this page at another folder with `STEERING_RESULTS=FOLDER streamlit run app.py`.",
         icon="🧪",
     )
@@ -41,8 +45,9 @@ if results is None:
 meta = results["meta"]
 if meta.get("quick"):
     st.warning("These results come from a quick run (tiny sizes, for tests): read them as a smoke test only.")
+baseline = f"discrete baseline `{meta['baseline']}`" if meta.get("baseline") else "studied alone (no baseline)"
 st.caption(
-    f"Hybrid `{meta['checkpoint']}`, discrete baseline `{meta['baseline']}`; the run took "
+    f"Hybrid `{meta['checkpoint']}`, {baseline}; the run took "
     f"{meta['total_seconds'] / 60:.1f} minutes on {meta['torch_threads']} thread(s)."
 )
 st.dataframe(
@@ -53,6 +58,11 @@ st.dataframe(
     hide_index=True,
     width="stretch",
 )
+
+for skipped in results.get("skipped", []):
+    st.markdown(f"**Skipped: {section_title(skipped['section'])}.** {skipped['why']}.")
+if "activation_steering" not in results:
+    st.stop()
 
 st.subheader("Learned control against activation steering")
 act = results["activation_steering"]

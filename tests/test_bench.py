@@ -260,3 +260,34 @@ def test_a_depth_varying_hybrid_is_benched_at_its_own_solver_with_euler_4_beside
     assert point["solver_divergence"] == pytest.approx(euler)
     # the fixture's field changes along τ: four Euler steps land farther from the ODE than RK4 does
     assert point["solver_divergence"] > point["solver_divergence_trained"] > 0
+
+
+def test_the_bench_runs_the_hybrid_at_the_asked_control_and_names_it(bench_json, small_tokenizer):
+    assert bench_json["control"] == {"sentiment": 0.0, "style": 0.0}  # the default, named by axis
+    hybrid, discrete, _ = _models(small_tokenizer.get_vocab_size())
+    seen = []
+    hybrid.register_forward_pre_hook(lambda module, args: seen.append(args[1].clone()))
+    efficiency.measure_latency(hybrid, discrete, batch=2, tokens=8, repeats=1, control=(1.5, -1.0))
+    assert len(seen) == 2 and all(torch.equal(u, torch.tensor([[1.5, -1.0]] * 2)) for u in seen)
+    with pytest.raises(ValueError, match="takes 2"):
+        efficiency.control_rows(hybrid, 1, (1.0,))
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_bench_takes_the_checkpoints_axis_names(bench_checkpoints, capsys, monkeypatch):
+    hybrid_dir, discrete_dir = bench_checkpoints
+    seen = {}
+
+    def record(*args, **kwargs):  # the control the command hands the bench, without running it
+        seen.update(kwargs)
+        raise _Stop
+
+    monkeypatch.setattr(bench, "run_bench", record)
+    with pytest.raises(_Stop):
+        main(["bench", "--checkpoint", str(hybrid_dir), "--baseline", str(discrete_dir), "--u", "style=-1"])
+    assert seen["control"] == {"sentiment": 0.0, "style": -1.0}
+    assert main(["bench", "--checkpoint", str(hybrid_dir), "--baseline", str(discrete_dir), "--u", "nope=1"]) == 2
+    assert "sentiment in [-3, 3], style in [-3, 3]" in capsys.readouterr().err

@@ -232,6 +232,33 @@ def test_every_page_renders_on_the_users_checkpoint(user_lab, page):
         assert at.text_input(key="w_target_neg").value == " " + words["negative"][0]
         assert labels["w_sentiment"] == "Formality u₁ for this sweep"
         assert chart(at, "regimes")["data"]
+    if page == "pages/results.py":  # none made yet: the page gives the command for this checkpoint
+        assert any(f"--checkpoint {user_lab}" in i.value for i in at.info), [i.value for i in at.info]
+
+
+def test_experiments_on_the_users_checkpoint_run_what_fits_and_name_the_rest(user_lab, tmp_path, monkeypatch):
+    mine = tmp_path / "mine"
+    shutil.copytree(user_lab, mine)
+    assert main(["experiments", "--quick", "--checkpoint", str(mine)]) == 0
+    results = json.loads((mine / "results" / "results.json").read_text())  # beside the checkpoint, by default
+    assert {k["section"] for k in results["skipped"]} == {"activation_steering", "efficiency"}
+    assert "activation_steering" not in results and "baseline" not in results["meta"]
+    subject = results["meta"]["subject"]
+    words = json.loads((mine / "config.json").read_text())["meta"]["axes"][0]["probe_words"]
+    assert subject["axis"] == "formality"
+    assert subject["targets"] == [" " + words["positive"][0], " " + words["negative"][0]]
+    assert [a["name"] for a in results["steering"]["axes"]] == ["formality", "topic"]
+    assert set(results["solver_probing"]["alignment"]) == {"suggested", "heldout"}
+    markdown = (mine / "results" / "results.md").read_text()
+    assert "formality (casual / formal)" in markdown and "topic (cooking / sports)" in markdown
+    assert "The movie was" not in markdown  # the shipped subject's prompt
+    # the Results page shows the open checkpoint's results, and says what was skipped
+    monkeypatch.setenv("STEERING_CHECKPOINT", str(mine))
+    monkeypatch.delenv("STEERING_RESULTS")
+    at = run("pages/results.py")
+    table = at.dataframe[0].value
+    assert "formality" in " ".join(table["paper figure"]) and not at.info
+    assert any("Skipped: against activation steering" in m.value for m in at.markdown)
 
 
 def test_the_sidebar_switches_between_checkpoints_found_under_a_folder(user_lab, monkeypatch, tmp_path):

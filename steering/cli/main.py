@@ -269,15 +269,17 @@ def _generate_args(p):
 def _bench(args):
     from ..evaluation.bench import format_report, run_bench
     from ..evaluation.efficiency import DEMO_CONFIG, demo_tokenizer, random_demo_models
+    from ..model.controls import control_from_args
 
     if args.random_demo:
         hybrid, discrete = random_demo_models(DEMO_CONFIG)
         tok = demo_tokenizer(DEMO_CONFIG["vocab_size"])
         spec, label = {"source": "random", "config": DEMO_CONFIG}, "random demo-size models"
+        config = None
     else:
         from ..training.checkpoint import load_checkpoint
 
-        hybrid, tok, _ = load_checkpoint(args.checkpoint)
+        hybrid, tok, config = load_checkpoint(args.checkpoint)
         discrete, _, _ = load_checkpoint(args.baseline)
         spec, label = (
             {"source": "checkpoint", "checkpoint": str(args.checkpoint)},
@@ -285,7 +287,8 @@ def _bench(args):
         )
     if hybrid.config.arch != "hybrid" or discrete.config.arch != "discrete":
         raise ValueError("--checkpoint must hold a hybrid model and --baseline a discrete one")
-    report = run_bench(hybrid, discrete, tok, memory_spec=spec, repeats=args.repeats, label=label)
+    control = control_from_args(config, args).as_dict()
+    report = run_bench(hybrid, discrete, tok, memory_spec=spec, repeats=args.repeats, label=label, control=control)
     print(json.dumps(report.to_dict(), indent=2) if args.json else format_report(report))
 
 
@@ -296,6 +299,7 @@ def _bench_args(p):
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid checkpoint")
     p.add_argument("--baseline", default=str(DEFAULT_BASELINE), help="the discrete baseline checkpoint")
     p.add_argument("--repeats", type=_at_least_seven, default=7, help="timed runs of each side (median; at least 7)")
+    add_control_args(p)  # where the hybrid runs in the latency, cache and decode timings (default u = 0)
     p.add_argument(
         "--random-demo",
         action="store_true",
@@ -511,10 +515,13 @@ def _experiments(args):
 
 
 def _experiments_args(p):
-    from ..evaluation.experiments import DEFAULT_OUT
-
     p.add_argument("--quick", action="store_true", help="small sizes everywhere (for tests; minutes become seconds)")
-    p.add_argument("--out", default=str(DEFAULT_OUT), help="folder for results.json and results.md")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="folder for results.json and results.md (default: assets/results for the shipped hybrid, "
+        "CHECKPOINT/results for any other, where the lab's Results page looks)",
+    )
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
     p.add_argument(
         "--baseline",

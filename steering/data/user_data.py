@@ -96,6 +96,20 @@ def axes_of(config: dict | None) -> tuple[Axis, ...]:
     return tuple(Axis(**a) for a in recorded)
 
 
+def probe_targets(axis: Axis) -> tuple[str, str]:
+    """The next-token pair that reads an axis, each with its leading space: (a positive-end word, a negative-end
+    word), from the probe words chosen at training time, else the end labels themselves."""
+    words = axis.probe_words or {}
+    positive = (words.get("positive") or [axis.positive])[0]
+    negative = (words.get("negative") or [axis.negative])[0]
+    return " " + positive, " " + negative
+
+
+def checkpoint_prompts(config: dict | None) -> tuple[str, ...]:
+    """The openings a user checkpoint suggests (held-out texts' first words, saved at training time)."""
+    return tuple(((config or {}).get("meta") or {}).get("prompts") or ()) or ("The",)
+
+
 def is_user_model(config: dict | None) -> bool:
     return bool(((config or {}).get("meta") or {}).get("axes"))
 

@@ -88,8 +88,11 @@ def run_bench(
     generation: tuple[int, int] = (GENERATION_CONTEXT, GENERATION_NEW_TOKENS),
     memory_steps: tuple[int, int] = (4, 64),
     label: str = "",
+    control: dict[str, float] | None = None,
 ) -> BenchReport:
-    """All measurements; `memory_spec` tells the memory subprocesses how to rebuild the hybrid."""
+    """All measurements; `memory_spec` tells the memory subprocesses how to rebuild the hybrid. `control`
+    ({axis name: value}, in the model's control order; None: u = 0) is where the hybrid runs in the latency,
+    cache and decode timings; the NFE sweep and the memory step keep their own controls."""
     if repeats < 1:
         raise ValueError(f"repeats must be a positive integer, got {repeats}")
     if not isinstance(hybrid, HybridODETransformer) or not isinstance(discrete, DiscreteTransformer):
@@ -98,8 +101,9 @@ def run_bench(
     hybrid.eval(), discrete.eval()
     solver = hybrid.training_solver  # the hybrid at the solver it was trained with (and generates with)
     batch, tokens = latency_shape
-    latency = measure_latency(hybrid, discrete, batch, tokens, repeats, solver)
-    fused = measure_fused_latency(hybrid, discrete, batch, tokens, repeats, solver)
+    values = tuple((control or {}).values())
+    latency = measure_latency(hybrid, discrete, batch, tokens, repeats, solver, control=values)
+    fused = measure_fused_latency(hybrid, discrete, batch, tokens, repeats, solver, control=values)
     tokens = min(tokens, hybrid.config.block_size)
     idx = torch.zeros(batch, tokens, dtype=torch.long)
     nfe = fixed_step_nfe(solver)
@@ -108,9 +112,9 @@ def run_bench(
     counted_h, counted_d = counted_forward_flops(hybrid, idx, solver), counted_forward_flops(discrete, idx)
     # one more point: the same hybrid solved with Euler 4 at inference (the discrete middle's four blocks'
     # worth of field evaluations), what it saves and how far from the ODE it lands
-    cheap = euler_point(hybrid, discrete, tok, batch, tokens, repeats) if solver != INFERENCE_EULER else None
-    cache = measure_kv_cache(hybrid, *generation, repeats=repeats)
-    decode = measure_decode(hybrid, *generation, repeats=repeats)
+    cheap = euler_point(hybrid, discrete, tok, batch, tokens, repeats, values) if solver != INFERENCE_EULER else None
+    cache = measure_kv_cache(hybrid, *generation, repeats=repeats, control=values)
+    decode = measure_decode(hybrid, *generation, repeats=repeats, control=values)
     few, many = memory_steps
     memory = {
         (steps, adjoint): measure_training_memory(memory_spec, steps, adjoint, *memory_shape)
@@ -120,6 +124,7 @@ def run_bench(
     sweep = measure_regimes_sweep(hybrid, tok)
     raw = {
         "label": label,
+        "control": dict(control or {}),
         "torch_threads": torch.get_num_threads(),
         "repeats": repeats,
         "latency_shape": [batch, tokens],
@@ -196,7 +201,10 @@ def format_report(report: BenchReport) -> str:
         met = report_value(report, key) <= target if op == "<=" else report_value(report, key) >= target
         return f"goal {op} {target:g}: {'met' if met else 'MISSED'}"
 
-    lines = [f"bench {r['label']} ({r['torch_threads']} thread(s), median of {r['repeats']}, {r['bench_s']:.0f} s)"]
+    at = ", ".join(f"{name} {value:+g}" for name, value in r["control"].items()) or "u = 0"
+    lines = [
+        f"bench {r['label']} at {at} ({r['torch_threads']} thread(s), median of {r['repeats']}, {r['bench_s']:.0f} s)"
+    ]
     rows = [
         (
             "latency_ratio",

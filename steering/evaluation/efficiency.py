@@ -162,6 +162,14 @@ class LatencyResult:
         return self.hybrid_median_s / self.discrete_median_s
 
 
+def control_rows(model, rows: int, control=()) -> torch.Tensor:
+    """[rows, control_dim]: the control's values in every row (u = 0 when empty)."""
+    values = list(control) or [0.0] * model.config.control_dim
+    if len(values) != model.config.control_dim:
+        raise ValueError(f"the control has {len(values)} values; the model takes {model.config.control_dim}")
+    return torch.tensor([values] * rows, dtype=torch.float32)
+
+
 def _time_call(fn) -> float:
     start = time.perf_counter()
     fn()
@@ -176,12 +184,14 @@ def measure_latency(
     repeats: int = MIN_REPEATS,
     solver: SolverConfig = TRAINING_SOLVER,
     seed: int = 0,
+    control=(),
 ) -> LatencyResult:
-    """No-grad forward time of each model on the same batch, runs alternating, one warm-up each."""
+    """No-grad forward time of each model on the same batch, runs alternating, one warm-up each; the hybrid at
+    `control` (its values; empty: u = 0)."""
     tokens = min(tokens, hybrid.config.block_size, discrete.config.block_size)
     gen = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, min(hybrid.config.vocab_size, discrete.config.vocab_size), (batch, tokens), generator=gen)
-    u = torch.zeros(batch, hybrid.config.control_dim)
+    u = control_rows(hybrid, batch, control)
     runs = {"hybrid": [], "discrete": []}
     with torch.no_grad():
         for model in (hybrid, discrete):
@@ -200,6 +210,7 @@ def measure_fused_latency(
     repeats: int = MIN_REPEATS,
     solver: SolverConfig = TRAINING_SOLVER,
     seed: int = 0,
+    control=(),
 ) -> LatencyResult:
     """As measure_latency, through the decoder's fused forward (inference/decode.py) of every token's logits."""
     from ..inference.decode import new_stepper
@@ -207,7 +218,7 @@ def measure_fused_latency(
     tokens = min(tokens, hybrid.config.block_size, discrete.config.block_size)
     gen = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, min(hybrid.config.vocab_size, discrete.config.vocab_size), (batch, tokens), generator=gen)
-    u = torch.zeros(batch, hybrid.config.control_dim)
+    u = control_rows(hybrid, batch, control)
 
     def forward(model):
         with torch.inference_mode():
@@ -232,11 +243,11 @@ def fixed_step_nfe(solver: SolverConfig) -> int:
     return solver.steps * STAGES[solver.method]
 
 
-def euler_point(hybrid, discrete, tok, batch: int, tokens: int, repeats: int) -> dict:
+def euler_point(hybrid, discrete, tok, batch: int, tokens: int, repeats: int, control=()) -> dict:
     """The hybrid solved with Euler 4 in place of its training solver: latency and FLOP ratios against the
     discrete model, measured as the trained solver's are, and both solvers' divergence from dopri5 (rtol 1e-6)
     on held-out prompts (random ones without a tokenizer) at u = -2, 0, 2."""
-    latency = measure_latency(hybrid, discrete, batch, tokens, repeats, INFERENCE_EULER)
+    latency = measure_latency(hybrid, discrete, batch, tokens, repeats, INFERENCE_EULER, control=control)
     flops = forward_flops(hybrid.config, batch, tokens, fixed_step_nfe(INFERENCE_EULER)) / forward_flops(
         discrete.config, batch, tokens
     )
@@ -289,6 +300,7 @@ def measure_kv_cache(
     new_tokens: int = GENERATION_NEW_TOKENS,
     repeats: int = MIN_REPEATS,
     seed: int = 0,
+    control=(),
 ) -> CacheResult:
     """Greedy generation of `new_tokens` after a prompt that together with them fills `context` tokens."""
     from ..inference.generate import sample_tokens
@@ -298,7 +310,7 @@ def measure_kv_cache(
     new_tokens = min(new_tokens, context - 1)
     gen = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, model.config.vocab_size, (context - new_tokens,), generator=gen).tolist()
-    u = torch.zeros(1, model.config.control_dim)
+    u = control_rows(model, 1, control)
 
     def run(use_cache: bool):  # the general path either way: this figure is about the cache alone
         return sample_tokens(model, prompt, u, new_tokens, sampling=GREEDY, use_cache=use_cache, fast=False)[0]
@@ -390,6 +402,7 @@ def measure_decode(
     repeats: int = MIN_REPEATS,
     seed: int = 0,
     threads: int = 1,
+    control=(),
 ) -> DecodeResult:
     """Greedy decoding at batch 1 on `threads` torch threads: fast path and general path, alternating."""
     from ..inference.generate import sample_tokens
@@ -399,7 +412,7 @@ def measure_decode(
     new_tokens = max(1, min(new_tokens, context - 1))
     gen = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, model.config.vocab_size, (context - new_tokens,), generator=gen).tolist()
-    u = torch.zeros(1, model.config.control_dim)
+    u = control_rows(model, 1, control)
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

@@ -34,10 +34,13 @@ import torch
 
 from ..model.ode import SolverConfig
 from ..training.checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
+from .measures import FULL as FULL_EVAL
+from .measures import QUICK as QUICK_EVAL
 
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "assets" / "results"
 PROMPT = "The movie was"
 TARGETS = (" good", " bad")
+SHIPPED_PROMPT_SETS = {"probe": "the evaluation's probe prompts", "heldout": "held-out review openings"}
 FLUENCY_BUDGET = 1.5  # the evaluation's bar for the fluency cost of steering (ppl ratio <= 1.5)
 
 PAPER_PROBE_U = {"probe_pos": "+1", "probe_neg": "-1", "probe_zero": "0"}  # where the paper probed
@@ -137,6 +140,82 @@ SECTIONS = (
 )
 
 
+@dataclass(frozen=True)
+class Subject:
+    """What the experiments steer and read: one prompt, the next-token pair that reads the swept axis, the prompt
+    sets the alignment test runs over and the labelled texts the linear probes separate. The shipped model's is
+    the paper's movie setting; a model of one's own brings its axes, probe words and held-out texts."""
+
+    prompt: str
+    targets: tuple[str, str]  # (positive-end word, negative-end word), each with its leading space
+    axis: str  # the checkpoint's name for the swept (first) axis
+    ends: tuple[str, str]  # its (negative, positive) end labels
+    prompt_sets: dict  # name -> (label, prompts) for the alignment test
+    probe_texts: tuple  # objects with .text and .label (1 positive end, 0 negative) for the linear probes
+    map_prompts: tuple = ()  # the PCA map's prompts (empty: the lab's default movie openings)
+    user_model: bool = False
+
+    def to_dict(self) -> dict:
+        return {
+            "prompt": self.prompt,
+            "targets": list(self.targets),
+            "axis": self.axis,
+            "ends": list(self.ends),
+            "user_model": self.user_model,
+        }
+
+
+@dataclass(frozen=True)
+class LabelledOpening:
+    text: str
+    label: int
+
+
+def shipped_subject(tok, size: Size) -> Subject:
+    from ..data.heldout import prompt_set
+    from ..data.reviews import heldout_reviews
+
+    return Subject(
+        PROMPT,
+        TARGETS,
+        "sentiment",
+        ("negative", "positive"),
+        {
+            "probe": (SHIPPED_PROMPT_SETS["probe"], prompt_set("probe", tok, 10)),
+            "heldout": (SHIPPED_PROMPT_SETS["heldout"], prompt_set("heldout", tok, size.alignment_heldout)),
+        },
+        heldout_reviews(),
+    )
+
+
+def user_subject(checkpoint, config: dict, tok, size: Size) -> Subject:
+    """A model of one's own: its first axis, read by that axis's probe words after its first suggested opening;
+    alignment over its suggested openings and its held-out texts' openings; probes on held-out texts by the
+    sign of their first-axis target."""
+    from ..data import user_data
+    from ..data.tokenizer import decode
+    from .axis_eval import heldout_prompts
+
+    axis = user_data.axes_of(config)[0]
+    heldout = user_data.read_heldout(checkpoint)
+    suggested = list(user_data.checkpoint_prompts(config))
+    openings = [decode(tok, ids[1:]) for ids in heldout_prompts(tok, heldout, size.alignment_heldout)]
+    labelled = tuple(LabelledOpening(r.text, int(r.control[0] > 0)) for r in heldout if r.control[0] != 0)
+    return Subject(
+        suggested[0],
+        user_data.probe_targets(axis),
+        axis.name,
+        (axis.negative, axis.positive),
+        {
+            "suggested": ("openings the checkpoint suggests", suggested[:10]),
+            "heldout": ("held-out text openings", [o for o in openings if o.strip()]),
+        },
+        labelled,
+        map_prompts=tuple(suggested[:4]),
+        user_model=True,
+    )
+
+
 # ---------------------------------------------------------------- helpers
 
 
@@ -192,8 +271,11 @@ def _pm(d: dict, digits: int = 3) -> str:
 
 
 def stability(hybrid_dir, baseline_dir, hybrid, discrete, hybrid_config: dict) -> dict:
-    """From both training logs (stage 1 is the language-model stage both models share)."""
-    logs = {"hybrid": read_log(hybrid_dir), "discrete": read_log(baseline_dir)}
+    """From both training logs (stage 1 is the language-model stage both models share); the hybrid's alone when
+    there is no baseline (discrete None)."""
+    logs = {"hybrid": read_log(hybrid_dir)}
+    if discrete is not None:
+        logs["discrete"] = read_log(baseline_dir)
     for name, records in logs.items():
         if not records:
             where = hybrid_dir if name == "hybrid" else baseline_dir
@@ -217,8 +299,9 @@ def stability(hybrid_dir, baseline_dir, hybrid, discrete, hybrid_config: dict) -
     out["alpha_after_stage1"] = float(stage1_alphas[-1]) if stage1_alphas else float(hybrid.field.alpha.detach())
     out["alpha_final"] = float(hybrid.field.alpha.detach())
     out["parameters_hybrid"] = hybrid.num_parameters()
-    out["parameters_discrete"] = discrete.num_parameters()
-    out["parameter_ratio"] = hybrid.num_parameters() / discrete.num_parameters()
+    if discrete is not None:
+        out["parameters_discrete"] = discrete.num_parameters()
+        out["parameter_ratio"] = hybrid.num_parameters() / discrete.num_parameters()
     out["stage2_steps_hybrid"] = sum(r.get("stage", 1) == 2 for r in logs["hybrid"])
     return out
 
@@ -235,10 +318,10 @@ def probe_table(report: dict) -> dict:
     return table
 
 
-def u_sweep(model, tok, points: int) -> dict:
+def u_sweep(model, tok, points: int, subject: Subject) -> dict:
     from ..analysis.sweep import steering_sweep
 
-    s = steering_sweep(model, tok, PROMPT, TARGETS, np.round(np.linspace(-2.0, 2.0, points), 6))
+    s = steering_sweep(model, tok, subject.prompt, subject.targets, np.round(np.linspace(-2.0, 2.0, points), 6))
     relative_good = s.relative[:, 0]
     rel_jumps = np.abs(np.diff(relative_good))
     return {
@@ -257,32 +340,33 @@ def u_sweep(model, tok, points: int) -> dict:
 # ---------------------------------------------------------------- solver probing and the second paper
 
 
-def solver_probing(model, tok, size: Size) -> dict:
+def solver_probing(model, tok, size: Size, subject: Subject) -> dict:
     from ..analysis.alignment import regimes_over_prompts
     from ..analysis.probes import linear_probes
     from ..analysis.regimes import nfe_regimes, tolerance_scaling
-    from ..data.heldout import prompt_set
-    from ..data.reviews import heldout_reviews
 
     grid = np.round(np.linspace(-2.0, 2.0, size.regimes_points), 6)
-    r = nfe_regimes(model, tok, PROMPT, grid, solvers=("dopri5", "adaptive_heun"), targets=TARGETS)
+    r = nfe_regimes(model, tok, subject.prompt, grid, solvers=("dopri5", "adaptive_heun"), targets=subject.targets)
     crossover = r.crossover_u
     crossover_found = crossover is not None
     if not crossover_found:  # P(good) never crosses P(bad) on the grid: the closest point instead
         crossover = float(r.u[int(np.abs(r.target_probability - 0.5).argmin())])
     alignment = {}
-    for name, n in (("probe", 10), ("heldout", size.alignment_heldout)):
+    for name, (label, prompts) in subject.prompt_sets.items():
+        if not prompts:
+            continue
         a = regimes_over_prompts(
             model,
             tok,
-            prompt_set(name, tok, n),
+            prompts,
             grid,
             solvers=("dopri5", "adaptive_heun"),
-            targets=TARGETS,
+            targets=subject.targets,
             prompt_set=name,
         )
         alignment[name] = {
             **a.stats,
+            "label": label,
             "prompts": [
                 {
                     "prompt": row.prompt,
@@ -294,9 +378,11 @@ def solver_probing(model, tok, size: Size) -> dict:
                 for row in a.prompts
             ],
         }
-    tol = tolerance_scaling(model, tok, PROMPT, (0.0, 0.0), size.tolerances)
-    why = why_this_nfe(model, tok, grid, r.nfe["dopri5"], SolverConfig("dopri5", rtol=r.rtol, atol=r.atol))
-    probes = linear_probes(model, tok, heldout_reviews(), taus=size.probe_taus, max_reviews=size.probe_reviews)
+    tol = tolerance_scaling(model, tok, subject.prompt, (0.0, 0.0), size.tolerances)
+    why = why_this_nfe(
+        model, tok, subject.prompt, grid, r.nfe["dopri5"], SolverConfig("dopri5", rtol=r.rtol, atol=r.atol)
+    )
+    probes = linear_probes(model, tok, subject.probe_texts, taus=size.probe_taus, max_reviews=size.probe_reviews)
     return without_none(
         {
             "u": r.u,
@@ -330,15 +416,15 @@ def solver_probing(model, tok, size: Size) -> dict:
     )
 
 
-def why_this_nfe(model, tok, grid, nfe, solver) -> dict:
+def why_this_nfe(model, tok, prompt: str, grid, nfe, solver) -> dict:
     """What sets dopri5's NFE at each u: its step trace (first step, rejections, largest error ratio) and whether
     the path's curvature differs between NFE levels (analysis.solver_trace)."""
     from ..analysis.solver_trace import curvature_by_level, field_geometry, solver_traces
 
-    traces = solver_traces(model, tok, PROMPT, grid, solver)
+    traces = solver_traces(model, tok, prompt, grid, solver)
     if not np.array_equal(traces.nfe, nfe):
         raise RuntimeError("the step traces' NFE differ from the regimes sweep's: the trace is out of step")
-    geometry = field_geometry(model, tok, PROMPT, grid, n_tau=17)
+    geometry = field_geometry(model, tok, prompt, grid, n_tau=17)
     test = curvature_by_level(nfe, geometry.path_curvature)
     return {
         "trace_first_step": [t.first_step.h for t in traces.traces],
@@ -355,13 +441,16 @@ def why_this_nfe(model, tok, grid, nfe, solver) -> dict:
     }
 
 
-def path_curvature(model, tok, size: Size) -> dict:
+def path_curvature(model, tok, size: Size, subject: Subject) -> dict:
     from ..analysis.curvature import curvature_by_u
     from ..analysis.inputs import REFERENCE_SOLVER
     from ..analysis.pca import fit_pca_map
 
     grid = np.round(np.linspace(-2.0, 2.0, size.regimes_points), 6)
-    c = curvature_by_u(model, tok, PROMPT, grid, REFERENCE_SOLVER, n_tau=33, pca_map=fit_pca_map(model, tok))
+    map_prompts = {"prompts": list(subject.map_prompts)} if subject.map_prompts else {}
+    c = curvature_by_u(
+        model, tok, subject.prompt, grid, REFERENCE_SOLVER, n_tau=33, pca_map=fit_pca_map(model, tok, **map_prompts)
+    )
     return without_none({**c.to_dict(), **c.most_curved()})
 
 
@@ -370,16 +459,16 @@ def nfe_level_at(segments: list[dict], u: float) -> float:
     return next((s["level"] for s in segments if s["u_start"] <= u <= s["u_end"]), segments[-1]["level"])
 
 
-def second_paper(model, tok, size: Size, segments: list[dict]) -> dict:
+def second_paper(model, tok, size: Size, segments: list[dict], subject: Subject) -> dict:
     from ..analysis.dynamics import contraction_by_u, convergence
 
-    conv = convergence(model, tok, PROMPT, (0.0, 0.0), max_steps=size.convergence_steps)
+    conv = convergence(model, tok, subject.prompt, (0.0, 0.0), max_steps=size.convergence_steps)
     # one control in each NFE regime of the shipped model (high at -1 and +1, low at 0)
     regimes = {"negative": -1.0, "zero": 0.0, "positive": 1.0}
     runs = contraction_by_u(
         model,
         tok,
-        PROMPT,
+        subject.prompt,
         tuple(regimes.values()),
         n_tau=size.contraction_n_tau,
         n_probes=size.contraction_probes,
@@ -534,16 +623,34 @@ def activation_comparison(hybrid, discrete, tok, size: Size) -> dict:
 def run_experiments(
     checkpoint=DEFAULT_CHECKPOINT, baseline=DEFAULT_BASELINE, quick: bool = False, size: Size | None = None, log=None
 ) -> dict:
-    from . import evaluate
+    """Every section on the shipped pair; on a model of one's own (trained with --data), the sections that make
+    sense for it, on its first axis, with `skipped` naming the rest and why. baseline None: the shipped
+    baseline where it shares the checkpoint's tokenizer, else the model alone."""
+    from ..training.checkpoint import is_user_checkpoint
 
     size = size or (QUICK if quick else FULL)
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
     torch.manual_seed(0)
     hybrid, tok, config = load_checkpoint(checkpoint)
-    discrete, _, _ = load_checkpoint(baseline)
-    if hybrid.config.arch != "hybrid" or discrete.config.arch != "discrete":
-        raise ValueError("--checkpoint must hold the hybrid model and --baseline the discrete one")
-    seconds, results = {}, {}
+    if hybrid.config.arch != "hybrid":
+        raise ValueError(f"{checkpoint} holds a {hybrid.config.arch} model; --checkpoint must be the hybrid")
+    user_model = is_user_checkpoint(checkpoint)
+    discrete = None
+    if baseline is None:
+        baseline = matching_baseline(checkpoint, tok)
+    if baseline is not None:
+        discrete, baseline_tok, _ = load_checkpoint(baseline)
+        if discrete.config.arch != "discrete":
+            raise ValueError(f"{baseline} holds a {discrete.config.arch} model; --baseline must be the discrete one")
+        if baseline_tok.get_vocab() != tok.get_vocab():
+            raise ValueError(
+                f"{checkpoint} and {baseline} use different tokenizers, so their losses are not comparable; train "
+                "the baseline with --tokenizer pointing at the hybrid's, or leave --baseline out"
+            )
+    if discrete is None and not user_model:
+        raise ValueError(f"{checkpoint} is not a model of one's own: give the discrete baseline (--baseline)")
+    subject = user_subject(checkpoint, config, tok, size) if user_model else shipped_subject(tok, size)
+    seconds, results, skipped = {}, {}, []
 
     def timed(name, fn):
         start, cpu = time.perf_counter(), time.process_time()
@@ -553,51 +660,84 @@ def run_experiments(
         log(f"[experiments] {name}: {seconds[name]:.1f} s ({time.process_time() - cpu:.1f} s CPU in this process)")
         return value
 
+    def skip(section: str, why: str):
+        skipped.append({"section": section, "why": why})
+        log(f"[experiments] {section}: skipped ({why})")
+
     results["stability"] = timed(
         "stability", lambda: stability(checkpoint, baseline, hybrid, discrete, config.get("model", {}))
     )
-    report = timed("evaluate", lambda: evaluate.evaluate(checkpoint, baseline, quick=size.quick))
-    results["evaluate"] = report
-    results["steering"] = {
-        "probe": probe_table(report),
-        "steer_u": report["steer_u"],
-        **{
-            k: report[k]
-            for k in (
-                "steer_pos_clf",
-                "steer_neg_clf",
-                "steer_pos_vader",
-                "steer_neg_vader",
-                "steer_neutral_pos_clf",
-                "style_rt_acc",
-                "style_imdb_acc",
-                "ppl_ratio_steered",
-            )
-        },
-        "prompts": (evaluate.QUICK if size.quick else evaluate.FULL).prompts,
-    }
+    if user_model:
+        from .axis_eval import evaluate_axes
+
+        report = timed("evaluate", lambda: evaluate_axes(checkpoint, baseline, quick=size.quick))
+        results["evaluate"] = report
+        results["steering"] = {
+            "steer_u": report["steer_u"],
+            "axes": report["axes"],
+            "ppl_ratio_steered": report["ppl_ratio_steered"],
+            "valid_word_rate": report["valid_word_rate"],
+            "prompts": (QUICK_EVAL if size.quick else FULL_EVAL).prompts,
+        }
+    else:
+        from . import evaluate
+
+        report = timed("evaluate", lambda: evaluate.evaluate(checkpoint, baseline, quick=size.quick))
+        results["evaluate"] = report
+        results["steering"] = {
+            "probe": probe_table(report),
+            "steer_u": report["steer_u"],
+            **{
+                k: report[k]
+                for k in (
+                    "steer_pos_clf",
+                    "steer_neg_clf",
+                    "steer_pos_vader",
+                    "steer_neg_vader",
+                    "steer_neutral_pos_clf",
+                    "style_rt_acc",
+                    "style_imdb_acc",
+                    "ppl_ratio_steered",
+                )
+            },
+            "prompts": (QUICK_EVAL if size.quick else FULL_EVAL).prompts,
+        }
     results["continuity"] = {
         "solver_divergence": report["solver_divergence"],
-        "sweep": timed("u sweep", lambda: u_sweep(hybrid, tok, size.sweep_points)),
-        "curvature": timed("path curvature", lambda: path_curvature(hybrid, tok, size)),
+        "sweep": timed("u sweep", lambda: u_sweep(hybrid, tok, size.sweep_points, subject)),
+        "curvature": timed("path curvature", lambda: path_curvature(hybrid, tok, size, subject)),
     }
-    results["solver_probing"] = timed("solver probing", lambda: solver_probing(hybrid, tok, size))
+    results["solver_probing"] = timed("solver probing", lambda: solver_probing(hybrid, tok, size, subject))
     probing = results["solver_probing"]
-    results["second_paper"] = timed("second paper", lambda: second_paper(hybrid, tok, size, probing["segments"]))
-    results["activation_steering"] = timed(
-        "activation steering", lambda: activation_comparison(hybrid, discrete, tok, size)
+    results["second_paper"] = timed(
+        "second paper", lambda: second_paper(hybrid, tok, size, probing["segments"], subject)
     )
-    results["efficiency"] = timed("efficiency", lambda: efficiency(hybrid, discrete, tok, checkpoint, size))
+    if user_model:
+        skip(
+            "activation_steering",
+            "the rival's steering vector is built from the movie reviews' sentiment and judged by the sentiment "
+            "judges; a model of one's own is steered on its own axes",
+        )
+    else:
+        results["activation_steering"] = timed(
+            "activation steering", lambda: activation_comparison(hybrid, discrete, tok, size)
+        )
+    if discrete is None:
+        skip("efficiency", f"no discrete baseline on {checkpoint}'s tokenizer to time against (--baseline)")
+    else:
+        results["efficiency"] = timed("efficiency", lambda: efficiency(hybrid, discrete, tok, checkpoint, size))
+    results["skipped"] = skipped
     results["meta"] = {
         "quick": size.quick,
         "checkpoint": _shown_path(checkpoint),
-        "baseline": _shown_path(baseline),
+        "baseline": _shown_path(baseline) if baseline is not None else None,
+        "subject": subject.to_dict(),
         "torch_threads": torch.get_num_threads(),
         "seconds": seconds,
         "total_seconds": float(sum(seconds.values())),
         "size": size.__dict__,
     }
-    results = jsonable(results)
+    results = without_none(jsonable(results))
     results["table"] = table_rows(results)
     bad = non_finite_paths(results)
     if bad:
@@ -605,24 +745,101 @@ def run_experiments(
     return results
 
 
+def matching_baseline(checkpoint, tok):
+    """The shipped baseline where it shares the checkpoint's tokenizer, else None (the model is studied alone)."""
+    from ..data.tokenizer import load_tokenizer
+    from ..training.checkpoint import TOKENIZER
+
+    try:
+        theirs = load_tokenizer(Path(DEFAULT_BASELINE) / TOKENIZER)
+    except (FileNotFoundError, ValueError):
+        return None
+    return DEFAULT_BASELINE if theirs.get_vocab() == tok.get_vocab() else None
+
+
+def results_folder(checkpoint) -> Path:
+    """Where a checkpoint's results live: assets/results for the shipped hybrid, CHECKPOINT/results otherwise (so
+    a model's results travel with it and never overwrite the shipped ones)."""
+    if Path(checkpoint).resolve() == Path(DEFAULT_CHECKPOINT).resolve():
+        return DEFAULT_OUT
+    return Path(checkpoint) / "results"
+
+
 # ---------------------------------------------------------------- the table
 
 
+SHIPPED_SUBJECT = {"prompt": PROMPT, "targets": list(TARGETS), "axis": "sentiment", "user_model": False}
+
+
+def subject_of(r: dict) -> dict:
+    """The subject a results.json was measured on (results from before it was recorded: the shipped one)."""
+    return r["meta"].get("subject") or SHIPPED_SUBJECT
+
+
 def table_rows(r: dict) -> list[dict]:
-    """(section, paper figure, ours, how measured) rows for results.md and the Results page."""
-    s, st_, c, sp, sec, act, eff = (
-        r["stability"],
-        r["steering"],
-        r["continuity"],
-        r["solver_probing"],
-        r["second_paper"],
-        r["activation_steering"],
-        r["efficiency"],
-    )
-    h, d = s["hybrid"], s["discrete"]
-    probe = st_["probe"]
-    cu = c["curvature"]
-    rows = [
+    """(section, paper figure, ours, how measured) rows for results.md and the Results page; a skipped section
+    gets one row that says why."""
+    subject = subject_of(r)
+    rows = _stability_rows(r["stability"])
+    if subject["user_model"]:
+        rows += _axis_steering_rows(r["steering"], subject)
+    else:
+        rows += _steering_rows(r["steering"])
+    rows += _continuity_rows(r["continuity"], subject)
+    if "efficiency" in r:
+        rows += _efficiency_rows(r["efficiency"])
+    rows += _solver_probing_rows(r["solver_probing"], subject)
+    rows += _second_paper_rows(r["second_paper"])
+    if "activation_steering" in r:
+        rows += _activation_rows(r["activation_steering"])
+    rows += [("Skipped", section_title(k["section"]), "not run", k["why"]) for k in r.get("skipped", [])]
+    return [{"section": a, "paper": p, "ours": o, "how": w} for a, p, o, w in rows]
+
+
+SECTION_TITLES = {"activation_steering": "against activation steering", "efficiency": "Exp 4 efficiency"}
+
+
+def section_title(section: str) -> str:
+    return SECTION_TITLES.get(section, section.replace("_", " "))
+
+
+def _stability_rows(s: dict) -> list[tuple]:
+    h, d = s["hybrid"], s.get("discrete")
+    if d is None:  # a model studied alone: its own log
+        return [
+            (
+                "1 Stability",
+                f"final loss: {PAPER['final_loss']}",
+                f"{h['final_loss']:.3f} (held-out {h['final_val_loss']:.3f})",
+                f"last stage-1 training step ({h['steps_stage1']} steps); held-out: last evaluation at u = 0",
+            ),
+            ("1 Stability", f"total grad norm: {PAPER['grad_norm']}", _pm(h["grad_norm"]), "mean ± std over stage 1"),
+            (
+                "1 Stability",
+                f"ODE-block grad norm: {PAPER['ode_grad_norm']}",
+                _pm(h["middle_grad_norm"]),
+                "norm of the middle block's gradients, stage 1",
+            ),
+            (
+                "1 Stability",
+                f"α drift: {PAPER['alpha']}",
+                f"{s['alpha_initial']:.3f} → {s['alpha_after_stage1']:.3f} (stage 1) → {s['alpha_final']:.3f} (final)",
+                "α from the config and the log; final from the checkpoint",
+            ),
+            (
+                "1 Stability",
+                f"exploding / vanishing steps: {PAPER['exploding_vanishing']}",
+                f"{h['exploding_steps']} / {h['vanishing_steps']}",
+                "trainer flags, all stages: grad norm > 10× median of last 200; middle grad norm < 1e-7",
+            ),
+            (
+                "1 Stability",
+                f"parameters: {PAPER['parameters']}",
+                f"{s['parameters_hybrid'] / 1e6:.2f}M",
+                "all parameters, tied head counted once",
+            ),
+        ]
+    return [
         (
             "1 Stability",
             f"final loss, hybrid vs discrete: {PAPER['final_loss']}",
@@ -663,8 +880,13 @@ def table_rows(r: dict) -> list[dict]:
             "all parameters, tied head counted once",
         ),
     ]
+
+
+def _steering_rows(st_: dict) -> list[tuple]:
+    probe = st_["probe"]
     # the paper probes at u = ±1; ours is judged at ±steer_u (evaluate.trained_steer_u), the |u| it steers hard at
     su = st_.get("steer_u", 1.0)
+    rows = []
     for label, key in ((f"{su:+g}", "probe_pos"), (f"{-su:+g}", "probe_neg"), ("0", "probe_zero")):
         p = probe[label]
         rows.append(
@@ -676,7 +898,7 @@ def table_rows(r: dict) -> list[dict]:
                 f"'{PROMPT}' + word, whole-word probability (chain rule over its tokens), Euler 4",
             )
         )
-    rows += [
+    return rows + [
         (
             "2 Steering",
             f"judged generations: {PAPER['judged']}",
@@ -692,19 +914,66 @@ def table_rows(r: dict) -> list[dict]:
             f"u₂={su:+g} judged IMDB {100 * st_['style_imdb_acc']:.0f}%",
             "style judge (TF-IDF+LR on the source column)",
         ),
+    ]
+
+
+def _axis_steering_rows(st_: dict, subject: dict) -> list[tuple]:
+    """A model of one's own: each axis judged by the judge trained on its file, and its probe words."""
+    su = st_["steer_u"]
+    rows = []
+    for axis in st_["axes"]:
+        trust = f", judge held-out accuracy {axis['judge_heldout_acc']:.2f}" if "judge_heldout_acc" in axis else ""
+        rows.append(
+            (
+                "2 Steering",
+                f"judged generations, {axis['name']} ({axis['negative']} / {axis['positive']})",
+                f"u={su:+g} judged {axis['positive']!r} {100 * axis['steer_positive_acc']:.0f}%; u={-su:+g} judged "
+                f"{axis['negative']!r} {100 * axis['steer_negative_acc']:.0f}%; u=0 judged {axis['positive']!r} "
+                f"{100 * axis['neutral_positive_share']:.0f}%",
+                f"{st_['prompts']} held-out openings × 40 sampled tokens, the other axis at 0; TF-IDF+LR judge "
+                f"trained on the file's {axis['name']} labels{trust}",
+            )
+        )
+        if "probe" in axis:
+            p = axis["probe"]
+            rows.append(
+                (
+                    "2 Steering",
+                    f"probe, {axis['name']} (the paper: {PAPER['probe_pos']} at +1)",
+                    f"P({p['positive_word'].strip()}) share {100 * p['positive_share_at_plus']:.1f}% at u = {su:+g}; "
+                    f"P({p['negative_word'].strip()}) share {100 * p['negative_share_at_minus']:.1f}% at "
+                    f"u = {-su:+g}",
+                    f"'{p['prompt']}' + word; the axis's probe words (chosen at training time)",
+                )
+            )
+    rows.append(
+        (
+            "2 Steering",
+            "fluency cost of steering (not in the paper)",
+            f"perplexity ratio {st_['ppl_ratio_steered']:.2f}, valid words {100 * st_['valid_word_rate']:.1f}%",
+            "steered continuations' perplexity at u = 0 over the unsteered ones'; words seen in the training file",
+        )
+    )
+    return rows
+
+
+def _continuity_rows(c: dict, subject: dict) -> list[tuple]:
+    cu, sw = c["curvature"], c["sweep"]
+    prompt, (pos, neg) = subject["prompt"], subject["targets"]
+    return [
         (
             "3 Continuity",
             f"Euler-4 vs dopri5 divergence: {PAPER['divergence']}",
             f"{100 * c['solver_divergence']:.4f}%",
-            "mean over prompts and u ∈ {-1, 0, 1} of |H_euler4(1) - H_dopri5(1)| / |H_dopri5(1)|, dopri5 at 1e-6",
+            "mean over prompts and u ∈ {-s, 0, s} of |H_trained(1) - H_dopri5(1)| / |H_dopri5(1)|, dopri5 at 1e-6",
         ),
         (
             "3 Continuity",
             f"u sweep -2 … +2: {PAPER['sweep']}",
-            f"largest jump {c['sweep']['largest_jump']:.4f} between u = {c['sweep']['largest_jump_u'][0]:+g} and "
-            f"{c['sweep']['largest_jump_u'][1]:+g}; relative P(good) {c['sweep']['relative_good'][0]:.3f} → "
-            f"{c['sweep']['relative_good'][-1]:.3f}",
-            f"{len(c['sweep']['u'])} values of u, next-token P(' good'), P(' bad') after '{PROMPT}'",
+            f"largest jump {sw['largest_jump']:.4f} between u = {sw['largest_jump_u'][0]:+g} and "
+            f"{sw['largest_jump_u'][1]:+g}; relative P({pos.strip()}) {sw['relative_good'][0]:.3f} → "
+            f"{sw['relative_good'][-1]:.3f}",
+            f"{len(sw['u'])} values of u ({subject['axis']}), next-token P('{pos}'), P('{neg}') after '{prompt}'",
         ),
         (
             "3 Continuity",
@@ -712,9 +981,14 @@ def table_rows(r: dict) -> list[dict]:
             f"arc / chord - 1 at most {cu['arc_to_chord_excess']:.1e}; the displacement turns from the chord by at "
             f"most {100 * cu['orthogonal_share']:.2f}% "
             f"(sine of the angle; on the PCA map {100 * cu['orthogonal_share_map']:.2f}%)",
-            f"'{PROMPT}', {len(cu['u'])} values of u in [-2, 2], {cu['solver']}, {cu['n_tau']} τ points; full space = "
+            f"'{prompt}', {len(cu['u'])} values of u in [-2, 2], {cu['solver']}, {cu['n_tau']} τ points; full space = "
             "every token's state",
         ),
+    ]
+
+
+def _efficiency_rows(eff: dict) -> list[tuple]:
+    return [
         (
             "4 Efficiency",
             f"latency hybrid / discrete: {PAPER['latency']}",
@@ -736,11 +1010,18 @@ def table_rows(r: dict) -> list[dict]:
             f"{eff['memory_method']}",
         ),
         ("4 Efficiency", "41-point NFE sweep time", f"{eff['regimes_sweep_s']:.2f} s", "steering.bench"),
+    ]
+
+
+def _solver_probing_rows(sp: dict, subject: dict) -> list[tuple]:
+    prompt = subject["prompt"]
+    pos, neg = (t.strip() for t in subject["targets"])
+    rows = [
         (
             "Solver probing",
             f"NFE per u: {PAPER['nfe_regimes']}",
             sp["regimes_reading"],
-            f"dopri5 at rtol {sp['rtol']:g}, atol {sp['atol']:g}, {len(sp['u'])} values of u, '{PROMPT}'; every switch "
+            f"dopri5 at rtol {sp['rtol']:g}, atol {sp['atol']:g}, {len(sp['u'])} values of u, '{prompt}'; every switch "
             "by an exact penalised piecewise-constant fit of its NFE (steering.analysis.changepoints)",
         ),
         (
@@ -752,40 +1033,48 @@ def table_rows(r: dict) -> list[dict]:
         ),
         (
             "Solver probing",
-            f"{PAPER['switch']} ('{PROMPT}')",
+            f"{PAPER['switch']} ('{prompt}')",
             _switch_cell(sp),
-            "crossover: P(good) = P(bad) among the two; distance to the nearest switch",
+            f"crossover: P({pos}) = P({neg}) among the two; distance to the nearest switch",
         ),
     ]
     if "curvature_by_level" in sp:  # results.json from before issue 35 lack these
         rows += _why_nfe_rows(sp)
-    for name, label in (("probe", "the evaluation's probe prompts"), ("heldout", "held-out review openings")):
-        if name in sp.get("alignment", {}):
-            rows.append(
-                (
-                    "Solver probing",
-                    f"{PAPER['switch']}, over prompts",
-                    _alignment_cell(sp["alignment"][name]),
-                    f"{sp['alignment'][name]['n_prompts']} {label}; aligned: crossover within "
-                    f"{sp['alignment'][name]['threshold']:g} of one of the prompt's own switches; null: the "
-                    f"crossover drawn uniformly from the u range ({sp['alignment'][name]['null_draws']} draws, "
-                    "p = share of draws at least as aligned); swapped: other prompts' switches",
-                )
+    for name, a in sp.get("alignment", {}).items():
+        label = a.get("label") or SHIPPED_PROMPT_SETS[name]
+        rows.append(
+            (
+                "Solver probing",
+                f"{PAPER['switch']}, over prompts",
+                _alignment_cell(a),
+                f"{a['n_prompts']} {label}; aligned: crossover within {a['threshold']:g} of one of the prompt's own "
+                f"switches; null: the crossover drawn uniformly from the u range ({a['null_draws']} draws, "
+                "p = share of draws at least as aligned); swapped: other prompts' switches",
             )
-    rows += [
+        )
+    rows.append(
         (
             "Solver probing",
             f"NFE vs tolerance: {PAPER['tolerance']}",
             f"{int(sp['tolerance_nfe'][0])} → {int(sp['tolerance_nfe'][-1])} NFE, slope {sp['tolerance_slope']:.3f}",
             f"dopri5 at rtol = atol ∈ {[f'{t:g}' for t in sp['tolerances']]}, u = 0; slope of log NFE vs log 1/tol",
-        ),
+        )
+    )
+    texts = "held-out texts (their first axis's sign)" if subject["user_model"] else "held-out reviews"
+    rows.append(
         (
             "Solver probing",
             f"linear probes over τ: {PAPER['probes']}",
             ", ".join(f"τ={t:g}: {a:.2f}" for t, a in zip(sp["probe_taus"], sp["probe_accuracy"]))
             + f" (largest step {sp['probe_largest_step']:.2f}, chance {sp['probe_chance']:.2f})",
-            f"logistic regression on mean-pooled H(τ), {sp['probe_reviews']} held-out reviews, 30% test",
-        ),
+            f"logistic regression on mean-pooled H(τ), {sp['probe_reviews']} {texts}, 30% test",
+        )
+    )
+    return rows
+
+
+def _second_paper_rows(sec: dict) -> list[tuple]:
+    rows = [
         (
             "Second paper",
             f"Euler order: {PAPER['euler_order']}; RK4 order: {PAPER['rk4_order']}",
@@ -803,6 +1092,11 @@ def table_rows(r: dict) -> list[dict]:
                 "perturbation growth along the path (RK4 + JVP); top eigenvalue of (J+Jᵀ)/2 by Lanczos",
             )
         )
+    return rows
+
+
+def _activation_rows(act: dict) -> list[tuple]:
+    rows = []
     for judge, name in (("clf", "classifier"), ("vader", "VADER")):
         v = act["pareto"][judge]
         rows.append(
@@ -826,7 +1120,7 @@ def table_rows(r: dict) -> list[dict]:
             f"(|v| = {act['vector_norm']:.3f}, c limit = mean |H| / |v|); {act['prompts']} prompts",
         )
     )
-    return [{"section": a, "paper": p, "ours": o, "how": w} for a, p, o, w in rows]
+    return rows
 
 
 def _why_nfe_rows(sp: dict) -> list[tuple]:
@@ -899,15 +1193,15 @@ def _alignment_cell(a: dict) -> str:
     return text
 
 
-def alignment_verdict(sp: dict, alpha: float = 0.05) -> str:
+def alignment_verdict(sp: dict, alpha: float = 0.05, prompt: str = PROMPT) -> str:
     """One paragraph: the paper's alignment claim, ours over each prompt set, against which null, and whether
     it holds."""
     parts, holds, nearer = [], [], []
     draws, threshold = None, None
-    for name, label in (("probe", "probe prompts"), ("heldout", "held-out openings")):
-        a = sp.get("alignment", {}).get(name)
-        if not a or "aligned_share" not in a:
+    for name, a in sp.get("alignment", {}).items():
+        if "aligned_share" not in a:
             continue
+        label = {"probe": "probe prompts", "heldout": "held-out openings"}.get(name, a.get("label", name))
         draws, threshold = a["null_draws"], a["threshold"]
         holds.append(a["p_aligned_share"] < alpha and a["aligned_share"] > a["null_aligned_share"])
         text = (
@@ -935,7 +1229,7 @@ def alignment_verdict(sp: dict, alpha: float = 0.05) -> str:
     )
     if not any(holds) and any(nearer):
         text += " The crossovers lie nearer the switches than a random u would, but not on them."
-    return text + f" On '{PROMPT}' itself: " + sp["regimes_reading"] + "."
+    return text + f" On '{prompt}' itself: " + sp["regimes_reading"] + "."
 
 
 def _order(sec: dict, name: str) -> str:
@@ -952,14 +1246,22 @@ def _cell(text: str) -> str:
 
 
 def results_markdown(r: dict) -> str:
-    meta = r["meta"]
+    meta, subject = r["meta"], subject_of(r)
+    pair = (
+        f"`{meta['checkpoint']}` (hybrid) and `{meta['baseline']}` (discrete)"
+        if meta.get("baseline")
+        else f"`{meta['checkpoint']}` (hybrid, studied alone: no discrete baseline on its tokenizer)"
+    )
+    command = "python -m steering experiments" + (
+        f" --checkpoint {meta['checkpoint']} --out {meta['checkpoint']}/results" if subject["user_model"] else ""
+    )
     lines = [
         "# Experiments: the paper's figures on our model",
         "",
-        f"Checkpoints: `{meta['checkpoint']}` (hybrid) and `{meta['baseline']}` (discrete). "
+        f"Checkpoints: {pair}. "
         f"{'Quick run (small sizes, for tests).' if meta['quick'] else 'Full run.'} "
         f"Took {meta['total_seconds']:.0f} s on {meta['torch_threads']} thread(s). "
-        "Regenerate with `python -m steering experiments`.",
+        f"Regenerate with `{command}`.",
         "",
         "| Section | Paper figure | Ours | How measured |",
         "|---|---|---|---|",
@@ -968,7 +1270,13 @@ def results_markdown(r: dict) -> str:
         f"| {_cell(row['section'])} | {_cell(row['paper'])} | {_cell(row['ours'])} | {_cell(row['how'])} |"
         for row in r["table"]
     ]
-    lines += ["", "## The paper's alignment claim", "", alignment_verdict(r["solver_probing"])]
+    verdict = alignment_verdict(r["solver_probing"], prompt=subject["prompt"])
+    lines += ["", "## The paper's alignment claim", "", verdict]
+    if r.get("skipped"):
+        lines += ["", "## Skipped", ""] + [f"- {section_title(k['section'])}: {k['why']}" for k in r["skipped"]]
+    if "activation_steering" not in r:
+        lines += ["", "Time per section (s): " + ", ".join(f"{k} {v:.0f}" for k, v in meta["seconds"].items()), ""]
+        return "\n".join(lines)
     act = r["activation_steering"]
     lines += [
         "",
@@ -1013,7 +1321,8 @@ def load_results(folder: str | Path) -> dict | None:
         results = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path} is not valid JSON ({err}); rerun `python -m steering experiments`") from None
-    missing = [k for k in SECTIONS if k not in results]
+    skipped = {k.get("section") for k in results.get("skipped", [])}
+    missing = [k for k in SECTIONS if k not in results and k not in skipped]
     if missing:
         raise ValueError(
             f"{path} lacks {', '.join(missing)}: it was written by another version; rerun "
@@ -1024,6 +1333,7 @@ def load_results(folder: str | Path) -> dict | None:
 
 def run(checkpoint, baseline, out, quick: bool) -> str:
     results = run_experiments(checkpoint, baseline, quick=quick)
+    out = results_folder(checkpoint) if out is None else out
     json_path, md_path = write_results(results, out)
     return f"wrote {json_path} and {md_path} ({results['meta']['total_seconds']:.0f} s)"
 

@@ -420,7 +420,7 @@ class ModelTexts:
 
 
 def model_texts(config: dict | None) -> ModelTexts:
-    from ..data.user_data import axes_of, is_user_model
+    from ..data.user_data import axes_of, checkpoint_prompts, is_user_model, probe_targets
 
     axes = axes_of(config)
     if not is_user_model(config):
@@ -436,10 +436,6 @@ def model_texts(config: dict | None) -> ModelTexts:
         )
     labels = [axes[0].slider_label(0), axes[1].slider_label(1) if len(axes) > 1 else UNUSED_AXIS_LABEL]
     helps = [axes[0].help_text(), axes[1].help_text() if len(axes) > 1 else "This model was trained on one axis."]
-    words = axes[0].probe_words or {}
-    positive = (words.get("positive") or [axes[0].positive])[0]
-    negative = (words.get("negative") or [axes[0].negative])[0]
-    prompts = tuple((config.get("meta") or {}).get("prompts") or ()) or ("The",)
     first = axes[0]
     return ModelTexts(
         (labels[0], labels[1]),
@@ -447,8 +443,8 @@ def model_texts(config: dict | None) -> ModelTexts:
         (True, len(axes) > 1),
         tuple((a.negative, a.positive) for a in axes),
         tuple(a.name for a in axes),
-        prompts,
-        (" " + positive, " " + negative),
+        checkpoint_prompts(config),
+        probe_targets(first),
         f"u₁ = ±1 asks for {first.positive!r} / {first.negative!r} text ({first.name}) as in the data, "
         "u₁ = ±2 for an exaggerated one. ",
         user_model=True,
