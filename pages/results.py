@@ -11,7 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 from lab_ui import models, widgets
-from steering.evaluation.experiments import DEFAULT_OUT, load_results, results_folder, section_title
+from steering.evaluation.results_table import DEFAULT_OUT, load_results, results_folder, section_title
 from steering.figures.results import accuracy_fluency_figure
 
 checkpoint = models.checkpoint_dir()

@@ -12,7 +12,7 @@ import torch
 
 from steering.cli.main import main
 from steering.data.tokenizer import bos_id, encode
-from steering.evaluation import experiments
+from steering.evaluation import experiments, results_table
 from steering.evaluation.activation_steering import (
     ActivationSteered,
     SteeringCurve,
@@ -112,7 +112,7 @@ def quick_run(tiny_trained_pair, tmp_path_factory):
 
 def test_quick_run_has_every_figure_present_and_finite(quick_run):
     _, results = quick_run
-    assert set(experiments.SECTIONS) <= set(results)
+    assert set(results_table.SECTIONS) <= set(results)
     for dotted in REQUIRED:
         value = lookup(results, dotted)
         for leaf in np.ravel(value) if isinstance(value, list) else [value]:
@@ -183,17 +183,17 @@ def test_quick_run_writes_the_markdown_table(quick_run):
     assert "within 15% (step counts)" in md and "agreement" not in md.replace("disagreement", "")
     assert "regions of different curvature" in md and "what sets the NFE level" in md
     assert ("one NFE level at every u" in md) == (results["solver_probing"].get("curvature_p_value") is None)
-    assert experiments.load_results(out)["table"] == results["table"]
+    assert results_table.load_results(out)["table"] == results["table"]
 
 
 def test_load_results_explains_bad_files(tmp_path):
-    assert experiments.load_results(tmp_path) is None
+    assert results_table.load_results(tmp_path) is None
     (tmp_path / "results.json").write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
-        experiments.load_results(tmp_path)
+        results_table.load_results(tmp_path)
     (tmp_path / "results.json").write_text("{}")
     with pytest.raises(ValueError, match="rerun"):
-        experiments.load_results(tmp_path)
+        results_table.load_results(tmp_path)
 
 
 def test_order_lower_bound_when_the_errors_hit_the_reference_floor():

@@ -615,7 +615,7 @@ def _figures(args):
 def _figures_args(p):
     import argparse as _argparse
 
-    from ..evaluation.experiments import DEFAULT_OUT
+    from ..evaluation.results_table import DEFAULT_OUT
     from ..lab.figure_export import DEFAULT_PROMPT, DEFAULT_U, FIGURES
     from ..training.checkpoint import DEFAULT_BASELINE
 

@@ -308,3 +308,69 @@ def best_within_fluency_budget(curve: SteeringCurve, judge: str, budget: float) 
     acc = curve.accuracy_clf if judge == "clf" else curve.accuracy_vader
     ok = curve.paired_perplexity <= budget * curve.unsteered_perplexity
     return float(acc[ok].max())
+
+
+# ---------------------------------------------------------------- the experiment: learned control against the rival
+
+U_LIMIT = 3.0  # the u grid's end: the whole control range the hybrid accepts (training used ±1)
+FLUENCY_BUDGET = 1.5  # the evaluation's bar for the fluency cost of steering (ppl ratio <= 1.5)
+FLUENCY_BUDGET = 1.5  # the evaluation's bar for the fluency cost of steering (ppl ratio <= 1.5)
+
+
+def activation_comparison(hybrid, discrete, tok, size) -> dict:
+    """The hybrid's learned u against the discrete model steered by a vector, on grids of the same size and
+    spacing, each to its method's limit (experiments.py's docstring says why that is fair). `size`: an
+    experiments.Size (compare_prompts, grid_points, vector_reviews)."""
+    from ..data import reviews as data
+    from ..inference.sampling import DEFAULT_SAMPLING
+    from . import evaluate
+
+    vec = steering_vector(discrete, tok, data.train_reviews(), max_reviews=size.vector_reviews)
+    c_limit = vec.residual_norm / vec.norm
+    u_grid = symmetric_grid(U_LIMIT, size.grid_points)
+    c_grid = symmetric_grid(c_limit, size.grid_points)
+    prompts = evaluate.heldout_prompts(tok, size.compare_prompts)
+    common = dict(
+        tok=tok,
+        prompts=prompts,
+        new_tokens=evaluate.NEW_TOKENS,
+        sampling=DEFAULT_SAMPLING,
+        seed=evaluate.SEED,
+        solver=hybrid.training_solver,
+    )
+    u_controls = torch.tensor([[u, 0.0] for u in u_grid], dtype=torch.float32)
+    hybrid_curve = steering_curve(
+        "hybrid", "hybrid, learned control u", hybrid, hybrid, controls=u_controls, grid=u_grid, **common
+    )
+    steered = ActivationSteered(discrete, vec.vector, torch.tensor(c_grid, dtype=torch.float32)).eval()
+    activation_curve = steering_curve(
+        "activation",
+        "discrete + activation steering c",
+        steered,
+        discrete,
+        controls=torch.zeros(len(c_grid), 2),
+        grid=c_grid,
+        **common,
+    )
+    verdicts = {judge: pareto_verdict(hybrid_curve, activation_curve, judge) for judge in ("clf", "vader")}
+    budget = {
+        f"{name}_{judge}": best_within_fluency_budget(curve, judge, FLUENCY_BUDGET)
+        for name, curve in (("hybrid", hybrid_curve), ("activation", activation_curve))
+        for judge in ("clf", "vader")
+    }
+    return {
+        "hybrid": hybrid_curve.to_dict(),
+        "activation": activation_curve.to_dict(),
+        "u_grid": u_grid,
+        "c_grid": c_grid,
+        "c_limit": c_limit,
+        "u_limit": U_LIMIT,
+        "vector_norm": vec.norm,
+        "residual_norm": vec.residual_norm,
+        "vector_reviews_per_class": vec.n_positive,
+        "prompts": len(prompts),
+        "new_tokens": evaluate.NEW_TOKENS,
+        "pareto": verdicts,
+        "fluency_budget": FLUENCY_BUDGET,
+        "best_accuracy_within_budget": budget,
+    }

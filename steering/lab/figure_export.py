@@ -225,7 +225,7 @@ def _training(m: _Model, inputs: Inputs):
 
 
 def _activation_steering(m: _Model, inputs: Inputs):
-    from ..evaluation.experiments import load_results
+    from ..evaluation.results_table import load_results
     from ..figures.results import accuracy_fluency_figure
 
     results = load_results(inputs.results)

@@ -341,7 +341,7 @@ def _shown_path(path) -> str:
 def results_folders(checkpoint: str | Path | None) -> list[Path]:
     """Where an `experiments` results.json for this checkpoint may lie: the checkpoint's own folder,
     then $STEERING_RESULTS (default assets/results, as on the Results page)."""
-    from ..evaluation.experiments import DEFAULT_OUT
+    from ..evaluation.results_table import DEFAULT_OUT
 
     folders = [Path(checkpoint)] if checkpoint is not None else []
     folders.append(Path(os.environ.get("STEERING_RESULTS", DEFAULT_OUT)))
