@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up (first run only), lint, and run the whole test suite: bash scripts/test.sh [pytest args]
+# Set up (first run only), lint, and run the whole test suite (then its 15 slowest tests): bash scripts/test.sh [pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh requirements-dev.txt
@@ -12,4 +12,4 @@ if ! command -v chromium >/dev/null 2>&1; then
     || echo "warning: could not install chromium; the browser test will fail" >&2
 fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q --durations=15 "$@"  # the 15 slowest tests: where the suite's time goes
