@@ -329,27 +329,15 @@ def _evaluate(args):
 
     if is_user_checkpoint(args.checkpoint):
         from ..evaluation.axis_eval import run  # its own axes, judged by the judges trained on its file
+        from ..training.checkpoint import matching_default_baseline
 
-        baseline = args.baseline if args.baseline is not None else _matching_default_baseline(args.checkpoint)
+        baseline = args.baseline if args.baseline is not None else matching_default_baseline(args.checkpoint)
     else:
         from ..evaluation.evaluate import run
         from ..training.checkpoint import DEFAULT_BASELINE
 
         baseline = args.baseline if args.baseline is not None else DEFAULT_BASELINE
     print(run(args.checkpoint, baseline, quick=args.quick, as_json=args.json, steer_u=args.steer_u))
-
-
-def _matching_default_baseline(checkpoint):
-    """The shipped baseline where it shares the checkpoint's tokenizer, else None (the model is judged alone)."""
-    from ..data.tokenizer import load_tokenizer
-    from ..training.checkpoint import DEFAULT_BASELINE, TOKENIZER
-
-    try:
-        theirs, ours = (load_tokenizer(Path(folder) / TOKENIZER) for folder in (DEFAULT_BASELINE, checkpoint))
-        same = theirs.get_vocab() == ours.get_vocab()
-    except (FileNotFoundError, ValueError):
-        return None
-    return DEFAULT_BASELINE if same else None
 
 
 def _evaluate_args(p):

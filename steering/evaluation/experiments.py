@@ -32,7 +32,13 @@ import numpy as np
 import torch
 
 from ..model.ode import SolverConfig
-from ..training.checkpoint import DEFAULT_BASELINE, DEFAULT_CHECKPOINT, load_checkpoint, read_log
+from ..training.checkpoint import (
+    DEFAULT_BASELINE,
+    DEFAULT_CHECKPOINT,
+    load_checkpoint,
+    matching_default_baseline,
+    read_log,
+)
 from .measures import FULL as FULL_EVAL
 from .measures import QUICK as QUICK_EVAL
 from .results_table import PROMPT, SHIPPED_PROMPT_SETS, TARGETS, results_folder, table_rows, write_results
@@ -522,7 +528,7 @@ def run_experiments(
     user_model = is_user_checkpoint(checkpoint)
     discrete = None
     if baseline is None:
-        baseline = matching_baseline(checkpoint, tok)
+        baseline = matching_default_baseline(checkpoint)
     if baseline is not None:
         discrete, baseline_tok, _ = load_checkpoint(baseline)
         if discrete.config.arch != "discrete":
@@ -630,18 +636,6 @@ def run_experiments(
     if bad:
         raise ValueError(f"non-finite results at {', '.join(bad[:10])}")
     return results
-
-
-def matching_baseline(checkpoint, tok):
-    """The shipped baseline where it shares the checkpoint's tokenizer, else None (the model is studied alone)."""
-    from ..data.tokenizer import load_tokenizer
-    from ..training.checkpoint import TOKENIZER
-
-    try:
-        theirs = load_tokenizer(Path(DEFAULT_BASELINE) / TOKENIZER)
-    except (FileNotFoundError, ValueError):
-        return None
-    return DEFAULT_BASELINE if theirs.get_vocab() == tok.get_vocab() else None
 
 
 def run(checkpoint, baseline, out, quick: bool) -> str:

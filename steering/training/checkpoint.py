@@ -133,3 +133,12 @@ def read_log(ckpt_dir: str | Path) -> list[dict]:
 def is_user_checkpoint(folder: str | Path) -> bool:
     """Whether a checkpoint folder holds a model trained on a user's file (its config records the axes)."""
     return (Path(folder) / CONFIG).is_file() and is_user_model(read_config(folder))
+
+
+def matching_default_baseline(checkpoint) -> Path | None:
+    """The shipped baseline where it shares the checkpoint's tokenizer, else None (the model is judged alone)."""
+    try:
+        theirs, ours = (load_tokenizer(Path(folder) / TOKENIZER) for folder in (DEFAULT_BASELINE, checkpoint))
+    except (FileNotFoundError, ValueError):
+        return None
+    return DEFAULT_BASELINE if theirs.get_vocab() == ours.get_vocab() else None
