@@ -252,6 +252,14 @@ def test_experiments_on_the_users_checkpoint_run_what_fits_and_name_the_rest(use
     markdown = (mine / "results" / "results.md").read_text()
     assert "formality (casual / formal)" in markdown and "topic (cooking / sports)" in markdown
     assert "The movie was" not in markdown  # the shipped subject's prompt
+    # the figure export and the talk kit look for results where experiments wrote them, and say what was skipped
+    from steering.evaluation.results_table import results_folder
+    from steering.lab import figure_export, talk
+
+    assert results_folder(mine) == mine / "results" and mine / "results" in talk.results_folders(mine)
+    inputs = figure_export.Inputs(checkpoint=mine, baseline=mine, results=results_folder(mine))
+    with pytest.raises(figure_export.ExportError, match="no activation-steering comparison: the rival"):
+        figure_export.FIGURES["activation-steering"](None, inputs)
     # the Results page shows the open checkpoint's results, and says what was skipped
     monkeypatch.setenv("STEERING_CHECKPOINT", str(mine))
     monkeypatch.delenv("STEERING_RESULTS")

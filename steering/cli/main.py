@@ -578,6 +578,7 @@ def _figures(args):
         else (lambda name, s: print(f"built {name} in {s:.1f} s", file=sys.stderr, flush=True))
     )
     start = _time.perf_counter()
+    from ..evaluation.results_table import results_folder
     from ..lab.figure_export import DEFAULT_U
     from ..model.controls import control_from_args, given
     from ..training.checkpoint import read_config
@@ -586,7 +587,7 @@ def _figures(args):
     inputs = Inputs(
         checkpoint=Path(args.checkpoint),
         baseline=Path(args.baseline),
-        results=Path(args.results),
+        results=Path(args.results) if args.results else results_folder(args.checkpoint),
         prompt=args.prompt,
         control=control,
     )
@@ -603,7 +604,6 @@ def _figures(args):
 def _figures_args(p):
     import argparse as _argparse
 
-    from ..evaluation.results_table import DEFAULT_OUT
     from ..lab.figure_export import DEFAULT_PROMPT, DEFAULT_U, FIGURES
     from ..training.checkpoint import DEFAULT_BASELINE
 
@@ -617,7 +617,12 @@ def _figures_args(p):
     p.add_argument("--out", required=True, help="folder for the PNG and SVG files")
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")
     p.add_argument("--baseline", default=str(DEFAULT_BASELINE), help="the discrete baseline (training curves)")
-    p.add_argument("--results", default=str(DEFAULT_OUT), help="folder of results.json (activation steering)")
+    p.add_argument(
+        "--results",
+        default=None,
+        help="folder of results.json (activation steering; default: where `experiments` writes the checkpoint's, "
+        "assets/results for the shipped hybrid, CHECKPOINT/results for any other)",
+    )
     p.add_argument("--only", default=None, help=f"comma-separated subset of: {', '.join(FIGURES)} (default all)")
     p.add_argument("--prompt", default=DEFAULT_PROMPT, help="the prompt the model figures use")
     add_control_args(p)

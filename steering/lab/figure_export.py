@@ -231,6 +231,9 @@ def _activation_steering(m: _Model, inputs: Inputs):
     results = load_results(inputs.results)
     if results is None:
         raise ExportError(f"no {inputs.results / 'results.json'}: run `python -m steering experiments` first")
+    if "activation_steering" not in results:  # a model of one's own: experiments skipped it, and says why
+        why = next((k["why"] for k in results.get("skipped", []) if k["section"] == "activation_steering"), "")
+        raise ExportError(f"{inputs.results / 'results.json'} has no activation-steering comparison: {why}")
     act = results["activation_steering"]
     return accuracy_fluency_figure([act["hybrid"], act["activation"]], font_size=inputs.font_size)
 

@@ -339,11 +339,12 @@ def _shown_path(path) -> str:
 
 
 def results_folders(checkpoint: str | Path | None) -> list[Path]:
-    """Where an `experiments` results.json for this checkpoint may lie: the checkpoint's own folder,
-    then $STEERING_RESULTS (default assets/results, as on the Results page)."""
-    from ..evaluation.results_table import DEFAULT_OUT
+    """Where an `experiments` results.json for this checkpoint may lie: the checkpoint's own folder, where
+    `experiments` writes it (CHECKPOINT/results; assets/results for the shipped hybrid), then $STEERING_RESULTS
+    (default assets/results, as on the Results page)."""
+    from ..evaluation.results_table import DEFAULT_OUT, results_folder
 
-    folders = [Path(checkpoint)] if checkpoint is not None else []
+    folders = [Path(checkpoint), results_folder(checkpoint)] if checkpoint is not None else []
     folders.append(Path(os.environ.get("STEERING_RESULTS", DEFAULT_OUT)))
     return folders
 
