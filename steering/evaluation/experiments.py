@@ -128,7 +128,9 @@ class Subject:
 
 
 @dataclass(frozen=True)
-class LabelledOpening:
+class ProbeText:
+    """A held-out text for the linear probes, labelled by its end of the swept axis (1 positive, 0 negative)."""
+
     text: str
     label: int
 
@@ -162,7 +164,7 @@ def user_subject(checkpoint, config: dict, tok, size: Size) -> Subject:
     heldout = user_data.read_heldout(checkpoint)
     suggested = list(user_data.checkpoint_prompts(config))
     openings = [decode(tok, ids[1:]) for ids in heldout_prompts(tok, heldout, size.alignment_heldout)]
-    labelled = tuple(LabelledOpening(r.text, int(r.control[0] > 0)) for r in heldout if r.control[0] != 0)
+    labelled = tuple(ProbeText(r.text, int(r.control[0] > 0)) for r in heldout if r.control[0] != 0)
     return Subject(
         suggested[0],
         user_data.probe_targets(axis),
