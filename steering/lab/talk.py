@@ -346,7 +346,7 @@ def results_folders(checkpoint: str | Path | None) -> list[Path]:
 
     folders = [Path(checkpoint), results_folder(checkpoint)] if checkpoint is not None else []
     folders.append(Path(os.environ.get("STEERING_RESULTS", DEFAULT_OUT)))
-    return folders
+    return list(dict.fromkeys(folders))  # the shipped hybrid's own folder is also the default
 
 
 def stored_evaluation(checkpoint: str | Path | None, model, folders: Sequence[Path] | None = None) -> dict:
