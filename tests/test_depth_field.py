@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from steering.model.depth_field import legendre_basis
-from steering.model.ode import SolverConfig, rk4_error_estimate, solve_block
+from steering.model.ode import ADAPTIVE_SOLVERS, SolverConfig, rk4_error_estimate, solve_block
 from steering.model.transformer import ModelConfig
 from steering.training.checkpoint import load_checkpoint, save_checkpoint
 
@@ -112,3 +112,16 @@ def test_the_overlap_penalty_is_refused_for_a_depth_varying_field():
     with pytest.raises(ValueError, match="overlap-weight applies to the shared-weight field"):
         make_config("tiny", field_basis=2, field_heads=2, overlap_weight=1.0)
     assert make_config("tiny", field_basis=2, field_heads=2).overlap_weight == 0
+
+
+@pytest.mark.parametrize("method", ADAPTIVE_SOLVERS)
+def test_adaptive_solvers_never_evaluate_the_field_past_the_depth_it_was_trained_on(small_depth_hybrid, method):
+    # torchdiffeq's last step would run past τ = 1 and interpolate back: the field's weights there are extrapolated
+    model = small_depth_hybrid
+    h0 = model.encode(torch.randint(0, model.config.vocab_size, (1, 8), generator=torch.Generator().manual_seed(2)))
+    u = torch.tensor([[1.5, 0.0]])
+    with torch.no_grad():
+        solve = solve_block(model.field, h0, u, SolverConfig(method, rtol=1e-3, atol=1e-4), tau=[0.0, 0.5, 1.0])
+        reference = model.middle(h0, u, SolverConfig("dopri5", rtol=1e-7, atol=1e-9)).final
+    assert max(solve.eval_taus) == pytest.approx(1.0, abs=1e-6)  # it reaches τ = 1 (float32) and no further
+    assert (solve.final - reference).norm() < 1e-2 * reference.norm()

@@ -29,7 +29,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torchdiffeq import odeint
 
-from ..model.ode import SolverStepLimitError
+from ..model.ode import SolverStepLimitError, adaptive_options
 from .inputs import axis_control, control_vector, prompt_tensor, tau_grid, u_grid_array
 
 
@@ -286,7 +286,7 @@ def integrate_to_one(
     if method in ("euler", "midpoint", "rk4"):
         return odeint(f, h0, t, method=method, options={"step_size": 1.0 / steps})[-1]
     try:
-        return odeint(f, h0, t, method=method, rtol=tol, atol=tol, options={"max_num_steps": max_steps})[-1]
+        return odeint(f, h0, t, method=method, rtol=tol, atol=tol, options=adaptive_options(max_steps))[-1]
     except AssertionError as err:
         if "max_num_steps" in str(err):
             raise SolverStepLimitError(

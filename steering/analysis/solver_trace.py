@@ -34,7 +34,7 @@ from torchdiffeq import odeint
 from torchdiffeq._impl.misc import _compute_error_ratio, _rms_norm
 from torchdiffeq._impl.odeint import SOLVERS as TORCHDIFFEQ_SOLVERS
 
-from ..model.ode import SolverConfig, SolverStepLimitError
+from ..model.ode import SolverConfig, SolverStepLimitError, adaptive_options
 from .dynamics import symmetric_top_eigenvalues
 from .inputs import REFERENCE_SOLVER, axis_control, prompt_tensor, tau_grid, u_grid_array
 
@@ -119,7 +119,8 @@ class _Recorder(torch.nn.Module):
         return out
 
     def callback_step(self, t0, y0, dt):
-        self.attempts.append((float(t0), y0, dt, len(self.calls)))
+        # torchdiffeq reports the step it proposes, then shortens it to land on τ = 1 (ode.adaptive_options)
+        self.attempts.append((float(t0), y0, torch.minimum(dt, 1.0 - t0), len(self.calls)))
 
     def callback_accept_step(self, t0, y0, dt):
         self.decisions.append(True)
@@ -198,7 +199,7 @@ def trace_solve(f, h0: torch.Tensor, solver: SolverConfig) -> tuple[_Recorder, t
             method=solver.method,
             rtol=solver.rtol,
             atol=solver.atol,
-            options={"max_num_steps": solver.max_steps},
+            options=adaptive_options(solver.max_steps),
         )
     except AssertionError as err:
         if "max_num_steps" in str(err):

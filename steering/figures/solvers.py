@@ -70,7 +70,7 @@ def eval_points_figure(trajectories, title: str = "Where each solver evaluated t
                 marker=dict(symbol="x", size=10, color="red"),
             )
         )
-    # adaptive solvers may step past τ = 1 and interpolate back: keep those evaluations in view
+    # the project's adaptive solves land on τ = 1 (ode.adaptive_options); keep any evaluation past it in view
     right = max([1.0] + [float(x) for t in trajectories for x in t.eval_taus]) + 0.02
     fig.update_layout(
         title=title,

@@ -29,6 +29,15 @@ CONTROL_AXES = ("sentiment", "style")
 CONTROL_LIMIT = 3.0
 
 
+def adaptive_options(max_steps: int, tau_end: float = 1.0) -> dict:
+    """torchdiffeq's options for an adaptive solve that ends at tau_end: the step cap, and a last step that
+    lands on tau_end. Left alone, torchdiffeq lets the last step run past the end and interpolates back, so
+    the field is evaluated beyond τ = 1: for a depth-varying field that is its weights extrapolated past the
+    depth they were trained on, and the error out there, not the flow's, set dopri5's step count
+    (docs/journal.md, "dopri5 stepped past τ = 1")."""
+    return {"max_num_steps": max_steps, "step_t": torch.tensor([float(tau_end)], dtype=torch.float64)}
+
+
 class SolverStepLimitError(RuntimeError):
     """An adaptive solve needed more steps than its cap."""
 
@@ -374,7 +383,10 @@ def solve_block(
 def _solve(field, h0, u, solver, tau, tau_full) -> BlockSolve:
     if solver.method == "euler" and not solver.adjoint and tau_full.numel() == 2 and float(tau_full[-1]) == 1.0:
         return _euler_endpoints(field, h0, u, solver.steps, tau)
-    options = {"step_size": 1.0 / solver.steps} if solver.is_fixed else {"max_num_steps": solver.max_steps}
+    if solver.is_fixed:
+        options = {"step_size": 1.0 / solver.steps}
+    else:
+        options = adaptive_options(solver.max_steps, float(tau_full[-1]))
     kwargs = dict(method=solver.method, options=options)
     if not solver.is_fixed:
         kwargs.update(rtol=solver.rtol, atol=solver.atol)
