@@ -50,8 +50,11 @@ def baseline_dir() -> Path:
 
 
 def checkpoint_choices() -> list[Path]:
-    """The hybrid checkpoints under $STEERING_CHECKPOINTS (any depth), and the one the app started with."""
+    """The one the app started with, the shipped flat field (assets/flat) beside it, and the hybrid
+    checkpoints under $STEERING_CHECKPOINTS (any depth)."""
     found = [Path(os.environ.get("STEERING_CHECKPOINT", ASSETS / "hybrid"))]
+    if (ASSETS / "flat" / CONFIG).is_file() and ASSETS / "flat" not in found:
+        found.append(ASSETS / "flat")
     root = os.environ.get("STEERING_CHECKPOINTS")
     if root and Path(root).is_dir():
         for config in sorted(Path(root).rglob(CONFIG)):

@@ -9,7 +9,6 @@ written back to the query string on every run. A talk (steering.lab.talk_scripts
 
 from __future__ import annotations
 
-import os
 import runpy
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -61,10 +60,11 @@ def _switch_checkpoint():
 
 
 def checkpoint_picker():
-    """With $STEERING_CHECKPOINTS set: a sidebar list of the checkpoints found there, to switch between."""
-    if not os.environ.get("STEERING_CHECKPOINTS"):
-        return
+    """A sidebar list of the checkpoints to switch between (the shipped hybrid, assets/flat, and those
+    under $STEERING_CHECKPOINTS), shown when there is more than one."""
     choices = [str(p) for p in models.checkpoint_choices()]
+    if len(choices) < 2:
+        return
     current = str(models.checkpoint_dir())
     if current not in choices:
         choices.insert(0, current)
@@ -75,7 +75,8 @@ def checkpoint_picker():
         key="w_checkpoint",
         on_change=_switch_checkpoint,
         format_func=lambda path: Path(path).name if Path(path).name not in ("", ".") else path,
-        help="The hybrid checkpoints found under $STEERING_CHECKPOINTS; the lab's words follow the model's axes.",
+        help="The shipped hybrids (assets/hybrid, assets/flat) and those under $STEERING_CHECKPOINTS; "
+        "the lab's words follow the model's axes.",
     )
 
 

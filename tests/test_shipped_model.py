@@ -29,7 +29,7 @@ def test_shipped_checkpoints_load_as_float32_and_fit_the_size_budget():
         assert next(model.parameters()).dtype.is_floating_point
         assert tok.get_vocab_size() == config["model"]["vocab_size"]
     shipped = sum(p.stat().st_size for p in ASSETS.rglob("*") if p.is_file())
-    assert shipped <= 50 * 1000 * 1000  # issue 22's budget: 50 MB for every shipped file
+    assert shipped <= 80 * 1000 * 1000  # issue 53's budget: 80 MB for every shipped file (three models)
 
 
 def test_quick_evaluation_of_the_shipped_model_has_every_key_in_range(quick_report):
