@@ -106,6 +106,7 @@ def instant_view_of(model_key: str, steer_key: tuple, _view: compute.SteerView, 
         view.next_probs,
         np.asarray(view.path),
         notice=view.generation_notice,
+        stations=view.stations,
     )
 
 

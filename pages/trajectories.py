@@ -7,7 +7,7 @@ from lab_ui import models, widgets
 from steering.analysis.bend import fit_bend_map
 from steering.analysis.curvature import curvature_of, path_shape_note, token_path_curvature
 from steering.analysis.pca import ProjectedPath
-from steering.analysis.trajectories import compute_trajectory, pooled
+from steering.analysis.trajectories import compute_path, pooled
 from steering.figures.flow import curvature_figure, pca_paths_figure, token_curvature_figure
 
 header = widgets.page_header(
@@ -55,9 +55,9 @@ family = np.round(np.linspace(-2.0, 2.0, n_paths), 4)
 trajectories = [
     models.analysis(
         loaded,
-        "trajectory",
+        "path",
         (prompt, float(u), control[1], solver),
-        compute_trajectory,
+        compute_path,
         prompt,
         (float(u), control[1]),
         solver,
@@ -68,9 +68,9 @@ trajectories = [
 ]
 current = models.analysis(
     loaded,
-    "trajectory",
+    "path",
     (prompt, control[0], control[1], solver),
-    compute_trajectory,
+    compute_path,
     prompt,
     control,
     solver,
@@ -89,25 +89,30 @@ which = c3.selectbox(
 animate = c4.toggle("Animate", value=True, key="w_animate", help="Adds a ▶ play button that grows the paths along τ.")
 
 
-def states_of(traj):
+def states_of(traj, at_stations: bool = False):
+    states = traj.stations if at_stations else traj.states
     if which == 0:
-        return traj.states if bend_view else pooled(traj)
-    return traj.states[:, which - 1]
+        return states if bend_view else states.mean(axis=1)
+    return states[:, which - 1]
+
+
+def drawn(traj, u: float, name: str = "") -> ProjectedPath:
+    """The continuous path with the solver's step ends marked on it."""
+    stations = project(states_of(traj, at_stations=True))
+    return ProjectedPath(name=name, u=float(u), tau=traj.tau, points=project(states_of(traj)), stations=stations)
 
 
 bend = fit_bend_map([states_of(t) for t in trajectories]) if bend_view else None
 project = bend.project if bend_view else pca.project
-paths = [
-    ProjectedPath(name="", u=float(u), tau=t.tau, points=project(states_of(t))) for u, t in zip(family, trajectories)
-]
-mine = ProjectedPath(name="your u", u=control[0], tau=current.tau, points=project(states_of(current)))
+paths = [drawn(t, u) for u, t in zip(family, trajectories)]
+mine = drawn(current, control[0], name="your u")
 fig = pca_paths_figure(
     paths,
     dims=dims,
     explained_variance=pca.explained_variance_ratio,
     animate=animate,
     highlight=[mine],
-    title=f"H(τ) for u from −2 to +2 ({current.solver_label}); black: u = {control[0]:+.2f}",
+    title=f"H(τ) for u from −2 to +2; dots: {current.solver_label}'s step ends; black: u = {control[0]:+.2f}",
     titles=["along the paths' chord", "along their main departure from it"] if bend_view else None,
     equal_scale=bend_view,
 )
@@ -117,6 +122,10 @@ if animate:  # play/pause above the plot, the τ slider alone below it
     )
     fig.layout.sliders[0].update(x=0.0, len=1.0, pad=dict(t=50, b=10))
 widgets.plot(widgets.styled(fig, height=660 if dims == 3 else 600), key="paths")
+st.caption(
+    f"Lines: the continuous flow ({current.line_label}). White dots: where {current.solver_label} stood, its step "
+    "ends; the model's output is computed from those."
+)
 if bend_view:
     held = "n/a (the paths are straight)" if np.isnan(bend.bend_captured) else f"{bend.bend_captured:.0%}"
     st.caption(

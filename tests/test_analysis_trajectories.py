@@ -107,3 +107,37 @@ def test_adaptive_solve_hits_the_step_cap_not_a_hang(small_hybrid, small_tokeniz
     capped = SolverConfig("dopri5", rtol=1e-12, atol=1e-12, max_steps=2)
     with pytest.raises(SolverStepLimitError, match="max_steps=2"):
         compute_trajectory(small_hybrid, small_tokenizer, PROMPT, [2.0, 0.0], capped)
+
+
+def test_a_drawn_path_is_the_flow_with_the_solvers_step_ends_on_it(small_depth_hybrid, small_tokenizer):
+    """RK4 with 2 steps stands at τ = 0, 0.5, 1. torchdiffeq fills a finer grid between them by straight
+    lines (a tent); the drawn path is a fine solve instead, and the stations are the solver's own states."""
+    from steering.analysis.trajectories import compute_path
+
+    solver = SolverConfig("rk4", steps=2)
+    path = compute_path(small_depth_hybrid, small_tokenizer, "the film was", (1.0, 0.0), solver, n_tau=33)
+    own = compute_trajectory(small_depth_hybrid, small_tokenizer, "the film was", (1.0, 0.0), solver, n_tau=33)
+    reference = compute_trajectory(
+        small_depth_hybrid, small_tokenizer, "the film was", (1.0, 0.0), SolverConfig("dopri5", rtol=1e-7, atol=1e-9)
+    )
+    assert path.station_tau.tolist() == [0.0, 0.5, 1.0]
+    assert np.allclose(path.stations, own.states[[0, 16, 32]], atol=1e-6)  # the solver's own states
+    assert path.nfe == own.nfe == 8 and path.eval_taus == own.eval_taus  # the solver's own effort
+    quarter = 8  # τ = 0.25, between two stations
+    tent_miss = np.linalg.norm(own.states[quarter] - reference.states[quarter])
+    line_miss = np.linalg.norm(path.states[quarter] - reference.states[quarter])
+    assert line_miss < 0.1 * tent_miss  # the tent cuts the corner; the drawn line follows the flow
+    assert "rk4 (32 steps)" in path.line_label
+
+
+def test_an_adaptive_solvers_stations_are_its_accepted_step_ends(small_depth_hybrid, small_tokenizer):
+    from steering.analysis.trajectories import compute_path
+
+    solver = SolverConfig("dopri5", rtol=1e-3, atol=1e-4)
+    path = compute_path(small_depth_hybrid, small_tokenizer, "the film was", (-1.0, 0.0), solver)
+    own = compute_trajectory(small_depth_hybrid, small_tokenizer, "the film was", (-1.0, 0.0), solver)
+    ends = [t + h for t, h in zip(own.accepted_taus, own.accepted_sizes)]
+    assert np.allclose(path.station_tau, [0.0] + ends, atol=1e-6)
+    assert path.station_tau[-1] == 1.0 and len(path.stations) == len(ends) + 1
+    assert np.allclose(path.states, own.states)  # its dense output is the line
+    assert np.allclose(path.stations[-1], own.states[-1], atol=1e-5)

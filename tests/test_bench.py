@@ -18,6 +18,7 @@ import torch
 from steering.cli.main import main
 from steering.data.heldout import heldout_prompts
 from steering.evaluation import bench, efficiency
+from steering.evaluation.evaluate import bits_per_byte, heldout_openings
 from steering.evaluation.measures import solver_divergence
 from steering.model.ode import SolverConfig
 from steering.model.transformer import ModelConfig, build_model
@@ -260,6 +261,14 @@ def test_a_depth_varying_hybrid_is_benched_at_its_own_solver_with_euler_4_beside
     assert point["solver_divergence"] == pytest.approx(euler)
     # the fixture's field changes along τ: four Euler steps land farther from the ODE than RK4 does
     assert point["solver_divergence"] > point["solver_divergence_trained"] > 0
+    # and each solver's bits/byte on the held-out openings, as evaluate scores them
+    openings = heldout_openings(efficiency.BPB_OPENINGS_PER_GROUP)
+    assert point["bits_per_byte_openings"] == len(openings) > 0
+    assert point["bits_per_byte"] == pytest.approx(
+        bits_per_byte(hybrid, small_tokenizer, openings, solver=SolverConfig("euler", steps=4))
+    )
+    assert point["bits_per_byte_trained"] == pytest.approx(bits_per_byte(hybrid, small_tokenizer, openings))
+    assert point["bits_per_byte"] != point["bits_per_byte_trained"]
 
 
 def test_the_bench_runs_the_hybrid_at_the_asked_control_and_names_it(bench_json, small_tokenizer):

@@ -18,10 +18,10 @@ def pca(small_entry_hybrid, small_tokenizer):
 
 
 def _general_view(model, tok, pca, prompt, control, solver, max_new_tokens):
-    """The view from the general functions: generate (general path), next_token_distribution, compute_trajectory."""
+    """The view from the general functions: generate (general path), next_token_distribution, compute_path."""
     from steering.analysis.pca import project_trajectory
     from steering.analysis.sweep import next_token_distribution
-    from steering.analysis.trajectories import compute_trajectory
+    from steering.analysis.trajectories import compute_path
     from steering.inference.generate import generate
 
     gen = generate(
@@ -36,7 +36,7 @@ def _general_view(model, tok, pca, prompt, control, solver, max_new_tokens):
         fast=False,
     )[0]
     tokens, probs = next_token_distribution(model, tok, prompt, list(control), solver, top_k=10)
-    traj = compute_trajectory(model, tok, prompt, list(control), solver, n_tau=33)
+    traj = compute_path(model, tok, prompt, list(control), solver, n_tau=33)
     return gen, list(tokens), probs, project_trajectory(pca, traj).points, traj
 
 
@@ -53,6 +53,9 @@ def test_batched_views_equal_the_general_functions_control_by_control(small_entr
         assert view.generation_nfe == gen.nfe
         assert view.next_tokens == tokens and np.allclose(view.next_probs, probs, atol=1e-6)
         assert np.allclose(view.path, path, atol=1e-5)
+        # the solver's step ends, marked on the path: τ = 0, 1/N, ..., 1
+        assert len(view.stations) == solver.steps + 1
+        assert np.allclose(view.stations, pca.project(traj.stations.mean(axis=1)), atol=1e-5)
         assert view.solve_nfe == traj.nfe and view.eval_taus == traj.eval_taus and view.tau == list(traj.tau)
         single = compute.compute_steer_view(model, tok, pca, "The movie was", control, solver, max_new_tokens=16)
         assert single.continuation == view.continuation and single.next_tokens == view.next_tokens

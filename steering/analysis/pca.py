@@ -40,6 +40,7 @@ class ProjectedPath:
     u: float  # control value on the map's axis (or the sentiment of a user's path)
     tau: np.ndarray  # [T]
     points: np.ndarray  # [T, n_components]
+    stations: np.ndarray | None = None  # [S, n_components]: the solver's step ends on the path, when known
 
 
 @dataclass

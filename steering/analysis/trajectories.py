@@ -8,7 +8,7 @@ reject nothing and accept the steps 0, 1/N, ..., (N-1)/N.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -30,6 +30,11 @@ class Trajectory:
     solver_label: str
     accepted_sizes: list[float] = field(default_factory=list)  # size of each accepted step
     rejected_sizes: list[float] = field(default_factory=list)  # size each rejected step tried
+    # compute_path only: the solver's own step ends (τ = 0, then each accepted step's end) and its states
+    # there, while `states` is the continuous path they lie on
+    station_tau: np.ndarray | None = None  # [S]
+    stations: np.ndarray | None = None  # [S, tokens, d]
+    line_label: str = ""  # what drew `states` between the stations
 
     @property
     def final(self) -> np.ndarray:
@@ -122,4 +127,55 @@ def compute_trajectory(
         solver_label=solver.label() if hasattr(model, "field") else f"{len(result.eval_taus)} discrete blocks",
         accepted_sizes=[s for _, s in log.accepted],
         rejected_sizes=[s for _, s in log.rejected],
+    )
+
+
+def line_solver(n_tau: int) -> SolverConfig:
+    """The fine solve drawn between a fixed-step solver's stations: RK4 with a step end at each of n_tau points."""
+    return SolverConfig("rk4", steps=max(1, n_tau - 1))
+
+
+def fixed_station_taus(solver: SolverConfig) -> list[float]:
+    """A fixed-step solver's step ends, τ = 0, 1/N, ..., 1."""
+    return np.linspace(0.0, 1.0, solver.steps + 1).tolist()
+
+
+def station_taus(traj: Trajectory) -> list[float]:
+    """τ = 0 and the end of each step the solver accepted (the last one is τ = 1)."""
+    ends = sorted({min(1.0, round(t + h, 6)) for t, h in zip(traj.accepted_taus, traj.accepted_sizes)} - {0.0})
+    return [0.0] + ends[:-1] + [1.0]
+
+
+@torch.no_grad()
+def compute_path(
+    model, tok, prompt: str, u, solver=SolverConfig("rk4", steps=8), n_tau: int = 33, axis: str = "sentiment"
+) -> Trajectory:
+    """What the pages draw: the continuous path H(τ) on n_tau points, with the solver's stations on it.
+
+    Between a fixed-step solver's step ends, torchdiffeq fills an output grid by straight lines, so
+    RK4 with 2 steps would be drawn as a tent (τ = 0, 0.5, 1 joined by two segments, the kink at 0.5).
+    Here the line is a fine RK4 solve with a step end at every grid point (n_tau − 1 steps), and the
+    stations are the chosen solver's own states at its step ends, so a person sees both the flow and
+    where the solver actually stood. An adaptive solver's output between its steps is its own
+    interpolant (dense output), already a smooth path, so it is kept as the line. NFE and the step
+    records are the chosen solver's.
+    """
+    solver = solver_config(solver)
+    own = compute_trajectory(model, tok, prompt, u, solver, n_tau=n_tau, axis=axis)
+    if not hasattr(model, "field"):  # a discrete model: its block outputs are its only stations
+        return replace(own, station_tau=own.tau.copy(), stations=own.states.copy(), line_label=own.solver_label)
+    taus = station_taus(own)
+    at_stations = compute_trajectory(model, tok, prompt, u, solver, tau=taus, axis=axis)
+    if solver.is_fixed:
+        fine = line_solver(n_tau)
+        line = compute_trajectory(model, tok, prompt, u, fine, n_tau=n_tau, axis=axis)
+        states, line_label = line.states, f"{fine.label()} (reference)"
+    else:
+        states, line_label = own.states, f"{own.solver_label} (its dense output)"
+    return replace(
+        own,
+        states=states,
+        station_tau=np.asarray(taus, dtype=float),
+        stations=at_stations.states,
+        line_label=line_label,
     )

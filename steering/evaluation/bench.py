@@ -280,7 +280,13 @@ def format_report(report: BenchReport) -> str:
                 f"{cheap['latency_ratio']:.3f}x",
                 f"FLOP ratio {cheap['flop_ratio']:.3f}x",
                 f"{cheap['nfe']} field evaluations against the trained {r['latency_solver_nfe']}; divergence from "
-                f"dopri5 {cheap['solver_divergence']:.4f} (trained solver {cheap['solver_divergence_trained']:.4f})",
+                f"dopri5 {cheap['solver_divergence']:.4f} (trained solver {cheap['solver_divergence_trained']:.4f})"
+                + (
+                    f"; bits/byte {cheap['bits_per_byte']:.4f} (trained solver {cheap['bits_per_byte_trained']:.4f}, "
+                    f"{cheap['bits_per_byte_openings']} held-out openings)"
+                    if "bits_per_byte" in cheap
+                    else ""
+                ),
             )
         )
     for row in rows:

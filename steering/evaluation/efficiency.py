@@ -234,6 +234,7 @@ def measure_fused_latency(
 
 INFERENCE_EULER = SolverConfig("euler", steps=4)
 DIVERGENCE_PROMPTS, DIVERGENCE_US = 6, (-2.0, 0.0, 2.0)  # as `python -m steering depth`
+BPB_OPENINGS_PER_GROUP = 25  # held-out openings per (label, source): 100 texts, a few seconds per solver
 
 
 def fixed_step_nfe(solver: SolverConfig) -> int:
@@ -246,7 +247,8 @@ def fixed_step_nfe(solver: SolverConfig) -> int:
 def euler_point(hybrid, discrete, tok, batch: int, tokens: int, repeats: int, control=()) -> dict:
     """The hybrid solved with Euler 4 in place of its training solver: latency and FLOP ratios against the
     discrete model, measured as the trained solver's are, and both solvers' divergence from dopri5 (rtol 1e-6)
-    on held-out prompts (random ones without a tokenizer) at u = -2, 0, 2."""
+    on held-out prompts (random ones without a tokenizer) at u = -2, 0, 2; with a tokenizer, also the bits
+    per byte each solver gives on held-out openings (what the cheaper solve costs in language modelling)."""
     latency = measure_latency(hybrid, discrete, batch, tokens, repeats, INFERENCE_EULER, control=control)
     flops = forward_flops(hybrid.config, batch, tokens, fixed_step_nfe(INFERENCE_EULER)) / forward_flops(
         discrete.config, batch, tokens
@@ -259,6 +261,16 @@ def euler_point(hybrid, discrete, tok, batch: int, tokens: int, repeats: int, co
     with torch.no_grad():
         divergence = solver_divergence(hybrid, prompts, DIVERGENCE_US, INFERENCE_EULER)
         trained = solver_divergence(hybrid, prompts, DIVERGENCE_US)
+    bpb = {}
+    if tok is not None:
+        from .evaluate import bits_per_byte, heldout_openings
+
+        openings = heldout_openings(BPB_OPENINGS_PER_GROUP)
+        bpb = {
+            "bits_per_byte": bits_per_byte(hybrid, tok, openings, solver=INFERENCE_EULER),
+            "bits_per_byte_trained": bits_per_byte(hybrid, tok, openings),
+            "bits_per_byte_openings": len(openings),
+        }
     return {
         "solver": INFERENCE_EULER.label(),
         "nfe": fixed_step_nfe(INFERENCE_EULER),
@@ -267,6 +279,7 @@ def euler_point(hybrid, discrete, tok, batch: int, tokens: int, repeats: int, co
         "hybrid_forward_ms": latency.hybrid_median_s * 1e3,
         "solver_divergence": divergence,
         "solver_divergence_trained": trained,
+        **bpb,
     }
 
 

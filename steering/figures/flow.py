@@ -41,6 +41,23 @@ def _path_trace(path, color: str, dims: int, upto: int | None = None, width: flo
     return go.Scatter(x=pts[:, 0], y=pts[:, 1], **common)
 
 
+def _stations_trace(path, color: str, dims: int):
+    """The solver's step ends on a path (the line between them is a fine solve of the same flow)."""
+    pts = np.asarray(path.stations, dtype=float)
+    common = dict(
+        mode="markers",
+        name="solver's step ends",
+        legendgroup="stations",
+        showlegend=False,
+        marker=dict(symbol="circle", size=7, color="white", line=dict(width=2, color=color)),
+        hovertext=[f"u={path.u:+.2f}: a step end" for _ in pts],
+        hoverinfo="text",
+    )
+    if dims == 3:
+        return go.Scatter3d(x=pts[:, 0], y=pts[:, 1], z=pts[:, 2], **common)
+    return go.Scatter(x=pts[:, 0], y=pts[:, 1], **common)
+
+
 def _start_trace(paths, dims: int):
     starts = np.array([np.asarray(p.points)[0] for p in paths])
     common = dict(mode="markers", name="τ = 0", marker=dict(symbol="circle-open", size=9, color="black"))
@@ -87,6 +104,9 @@ def pca_paths_figure(
     widths = [2.0] * len(paths) + [5.0] * len(highlight)
     fig = go.Figure([_path_trace(p, c, dims, width=w) for p, c, w in zip(everything, colors, widths)])
     fig.add_trace(_start_trace(everything, dims))
+    for p, c in zip(everything, colors):
+        if getattr(p, "stations", None) is not None:
+            fig.add_trace(_stations_trace(p, c, dims))
     titles = list(titles) if titles is not None else axis_titles(explained_variance, dims)
     if equal_scale and dims == 2:
         fig.update_yaxes(scaleanchor="x", scaleratio=1)

@@ -33,9 +33,11 @@ def instant_view(
     probs: Sequence[float],
     path: np.ndarray,
     notice: str = "",
+    stations=None,
 ) -> dict:
     """One slider position as the browser draws it: badges as (text, tone) pairs (tone: positive,
-    negative or neutral), tokens made visible and sorted by probability, the path as [T, 2] floats."""
+    negative or neutral), tokens made visible and sorted by probability, the path as [T, 2] floats,
+    and the solver's stations on it (its step ends, [S, 2]; none for a path with no solver)."""
     path = np.asarray(path, dtype=float)
     if path.ndim != 2 or path.shape[1] < 2:
         raise ValueError(f"a path must be [T, ≥2], got shape {path.shape}")
@@ -48,6 +50,9 @@ def instant_view(
         "tokens": [display_token(tokens[i]) for i in order],
         "probs": [round(float(probs[i]), 5) for i in order],
         "path": np.round(path[:, :2], 5).tolist(),
+        "stations": np.round(np.asarray(stations, dtype=float).reshape(-1, path.shape[1])[:, :2], 5).tolist()
+        if stations is not None and len(stations)
+        else [],
     }
 
 
@@ -187,6 +192,7 @@ function drawMap(svg, data, view) {
                            transform: "rotate(-90 12 " + (10 + (H - 40) / 2) + ")"}, base);
     ay.textContent = data.axes[1];
     el("polyline", {class: "now", fill: "none", stroke: data.colors.current, "stroke-width": 5}, svg);
+    el("g", {class: "stations"}, svg);
     el("circle", {class: "start", r: 5, fill: data.colors.current}, svg);
     el("circle", {class: "end", r: 8, stroke: data.colors.current, "stroke-width": 1.5}, svg);
     svg.__extent = shape;
@@ -195,6 +201,11 @@ function drawMap(svg, data, view) {
         end = svg.querySelector("circle.end");
   now.setAttribute("points", line(view.path));
   now.setAttribute("data-u", view.key);
+  const stations = svg.querySelector("g.stations");   // where the solver stood: its step ends
+  stations.replaceChildren();
+  for (const p of view.stations || [])
+    el("circle", {cx: sx(p[0]), cy: sy(p[1]), r: 4.5, fill: "#ffffff", stroke: data.colors.current,
+                  "stroke-width": 2}, stations);
   const a = view.path[0], b = view.path[view.path.length - 1];
   start.setAttribute("cx", sx(a[0])); start.setAttribute("cy", sy(a[1]));
   end.setAttribute("cx", sx(b[0])); end.setAttribute("cy", sy(b[1]));

@@ -201,6 +201,7 @@ def steer_figure(
     map_title: str = "Where the flow takes the prompt: H(τ) in the PCA map",
     color: str = POSITIVE,
     height: int | None = 470,
+    stations: np.ndarray | None = None,
 ) -> go.Figure:
     """The Steer page's two views as one figure: next-token bars (left) and the path of H(τ)
     in the PCA map (right; each path is [T, ≥2] in PCA coordinates, τ = 0 first).
@@ -211,6 +212,19 @@ def steer_figure(
     """
     bars, bars_x, bars_y = _next_token_bars(tokens, probs, color)
     flow, map_x, map_y = _flow_map(reference_paths, reference_u, current, current_u, explained)
+    if stations is not None and len(stations):  # where the solver stood on the current path: its step ends
+        stations = np.asarray(stations, dtype=float)
+        flow.append(
+            dict(
+                type="scatter",
+                x=stations[:, 0].tolist(),
+                y=stations[:, 1].tolist(),
+                mode="markers",
+                name="solver's step ends",
+                marker=dict(size=9, color="#ffffff", line=dict(width=2, color=CURRENT)),
+                hovertemplate="a step end<extra></extra>",
+            )
+        )
     for trace in flow:
         trace.update(xaxis="x2", yaxis="y2")
     layout = style_layout(font_size, height=height)

@@ -4,7 +4,7 @@ regimes sweep in chunks for a progress bar. Plain data out (SteerView, Judgement
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -28,6 +28,7 @@ class SteerView:
     eval_taus: list[float]
     solver_label: str
     judgement: Judgement | None = None  # attached by attach_judgements (the page judges otherwise)
+    stations: list[list[float]] = field(default_factory=list)  # the solver's step ends on the map [S, n_components]
 
 
 def compute_steer_view(
@@ -69,7 +70,7 @@ def compute_steer_view(
         )[0]
     from ..analysis.pca import project_trajectory
     from ..analysis.sweep import next_token_distribution
-    from ..analysis.trajectories import compute_trajectory
+    from ..analysis.trajectories import compute_path
     from ..inference.generate import generate
 
     max_new_tokens = max(1, min(max_new_tokens, model.config.block_size - 1))
@@ -85,8 +86,9 @@ def compute_steer_view(
         solver=solver,
     )[0]
     tokens, probs = next_token_distribution(model, tok, prompt, list(control), solver, top_k=top_k)
-    traj = compute_trajectory(model, tok, prompt, list(control), solver, n_tau=n_tau)
+    traj = compute_path(model, tok, prompt, list(control), solver, n_tau=n_tau)
     path = project_trajectory(pca_map, traj).points
+    stations = pca_map.project(traj.stations.mean(axis=1))
     return SteerView(
         prompt_shown=gen.text[: len(gen.text) - len(gen.continuation)],
         continuation=gen.continuation,
@@ -99,6 +101,7 @@ def compute_steer_view(
         solve_nfe=int(traj.nfe),
         eval_taus=[float(t) for t in traj.eval_taus],
         solver_label=traj.solver_label,
+        stations=np.asarray(stations, dtype=float).tolist(),
     )
 
 
@@ -130,6 +133,7 @@ def compute_steer_views(
     import torch
 
     from ..analysis.inputs import prompt_tensor, tau_grid
+    from ..analysis.trajectories import fixed_station_taus, line_solver
     from ..data.tokenizer import decode
     from ..inference.decode import can_decode_fast, fast_sample_tokens
     from ..inference.generate import check_sampling_args, prompt_ids
@@ -182,6 +186,7 @@ def compute_steer_views(
     if cancelled is not None and cancelled():
         raise Cancelled()
     idx, _ = prompt_tensor(model, tok, prompt)
+    model_field = hasattr(model, "field")
     with torch.inference_mode():
         if idx[0].tolist() == ids:  # the generation's prompt pass gave the next-token logits already
             logits = first_logits[0]
@@ -191,12 +196,18 @@ def compute_steer_views(
             h0 = model.encode(idx).expand(rows, -1, -1)
             logits = decode_last(model, model.middle(h0, u, solver).final)
         top = torch.topk(logits.float().softmax(-1), min(top_k, logits.shape[-1]))
-        # the path: every control's solve of the prompt in one batch (exact per row for fixed steps)
-        h0 = model.encode(idx)
-        solve = model.middle(h0.expand(rows, -1, -1), u.to(h0.device), solver, tau=tau_grid(n_tau))
-    states = solve.states.float().cpu().numpy()  # [T, rows, tokens, d]
+        # the path: every control's solve of the prompt in one batch (exact per row for fixed steps), at the
+        # solver's own step ends; the line between them is a fine solve (see analysis.trajectories.compute_path)
+        h0 = model.encode(idx).expand(rows, -1, -1)
+        if model_field:
+            solve = model.middle(h0, u.to(h0.device), solver, tau=fixed_station_taus(solver))
+            line = model.middle(h0, u.to(h0.device), line_solver(n_tau), tau=tau_grid(n_tau))
+        else:  # a discrete model: its block outputs are the stations and the path
+            solve = line = model.middle(h0, u.to(h0.device), solver, tau=tau_grid(n_tau))
+    states = line.states.float().cpu().numpy()  # [T, rows, tokens, d]
+    at_stations = solve.states.float().cpu().numpy()  # [S, rows, tokens, d]
     shown = decode(tok, ids)
-    label = solver.label() if hasattr(model, "field") else f"{len(solve.eval_taus)} discrete blocks"
+    label = solver.label() if model_field else f"{len(solve.eval_taus)} discrete blocks"
     views = []
     for r in range(rows):
         path = pca_map.project(states[:, r].mean(axis=1))
@@ -208,11 +219,12 @@ def compute_steer_views(
                 generation_nfe=int(nfe),
                 next_tokens=[decode(tok, [i]) for i in top.indices[r].tolist()],
                 next_probs=[float(p) for p in top.values[r].tolist()],
-                tau=[float(t) for t in solve.tau.tolist()],
+                tau=[float(t) for t in line.tau.tolist()],
                 path=np.asarray(path, dtype=float).tolist(),
                 solve_nfe=int(solve.nfe),
                 eval_taus=[float(t) for t in solve.eval_taus],
                 solver_label=label,
+                stations=np.asarray(pca_map.project(at_stations[:, r].mean(axis=1)), dtype=float).tolist(),
             )
         )
     return views

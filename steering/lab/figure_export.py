@@ -118,6 +118,7 @@ def _steer(m: _Model, inputs: Inputs):
         font_size=inputs.font_size,
         bars_title=f"Next token at u = {logic.format_u(inputs.control[0])}",
         map_title="H(τ) in the PCA map (mean over tokens)",
+        stations=view.stations,
     )
 
 
