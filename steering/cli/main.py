@@ -396,6 +396,27 @@ def _depth_args(p):
 ARGUMENTS["depth"] = _depth_args
 
 
+@command("compare", "two checkpoints side by side: bits/byte, depth, curvature, NFE, steering, size, latency")
+def _compare(args):
+    from ..evaluation.compare import run
+
+    print(run(args.a, args.b, quick=args.quick, as_json=args.json))
+
+
+def _compare_args(p):
+    p.description = (
+        "Both models' figures measured in one run, B over A for each; a figure one of them cannot give (no ODE "
+        "block, other axes, other training text) is listed as skipped with the reason."
+    )
+    p.add_argument("a", help="a checkpoint folder (hybrid or discrete)")
+    p.add_argument("b", help="another checkpoint folder")
+    p.add_argument("--quick", action="store_true", help="fewer texts, prompts and timings (for tests)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: a, b, ratios, skipped, commands")
+
+
+ARGUMENTS["compare"] = _compare_args
+
+
 @command("tokenizer", "train the byte-level BPE tokenizer on the training split (both models then share it)")
 def _tokenizer(args):
     from ..data import reviews as data
