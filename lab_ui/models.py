@@ -67,6 +67,18 @@ def checkpoint_choices() -> list[Path]:
     return found
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def checkpoint_label(path: Path) -> str:
+    """A checkpoint's short name for the sidebar and links: its path from the repository root when it lies
+    under it (assets/flat), else the path as given."""
+    try:
+        return Path(path).resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def _config_of(path: str) -> dict | None:
     """A checkpoint's config.json (None when unreadable: the page's loader says why)."""
     try:

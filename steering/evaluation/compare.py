@@ -145,6 +145,17 @@ def forward_latencies(sides: list[Side], text: str, repeats: int) -> list[float]
     return [statistics.median(t) for t in times]
 
 
+def depth_use_and_skip(model, tok, texts: list[str], trained: float | None = None) -> dict[str, float]:
+    """What the block's depth is worth in bits/byte: one Euler step in place of the trained solver (depth_use_bpb),
+    and no block at all (block_skip_bpb), over the model's bits/byte on the same texts (`trained`, if known)."""
+    trained = bits_per_byte(model, tok, texts) if trained is None else trained
+    one_step = bits_per_byte(model, tok, texts, solver=SolverConfig("euler", steps=1))
+    return {
+        "depth_use_bpb": one_step - trained,
+        "block_skip_bpb": bits_per_byte(model, tok, texts, skip_middle=True) - trained,
+    }
+
+
 def nfe_levels(side: Side, size: CompareSize) -> tuple[list[list[int]], float]:
     """dopri5's NFE levels over u at the lab's default tolerance, per probe prompt, and the mean NFE."""
     grid = np.linspace(-2.0, 2.0, size.n_u)
@@ -220,10 +231,7 @@ def compare_checkpoints(a_path, b_path, size: CompareSize = FULL) -> dict:
         for key, side in sides.items():
             texts = side.openings(size.texts_per_group)
             trained = report[key].get("bits_per_byte") if a.corpus == b.corpus else None
-            trained = bits_per_byte(side.model, side.tok, texts) if trained is None else trained
-            one_step = bits_per_byte(side.model, side.tok, texts, solver=SolverConfig("euler", steps=1))
-            report[key]["depth_use_bpb"] = one_step - trained
-            report[key]["block_skip_bpb"] = bits_per_byte(side.model, side.tok, texts, skip_middle=True) - trained
+            report[key].update(depth_use_and_skip(side.model, side.tok, texts, trained))
             report[key]["path_curvature"] = heldout_path_curvature(side.model, side.tok, texts[: size.curvature_texts])
             report[key]["solver_divergence"] = solver_divergence(
                 side.model, side.prompt_ids(size.prompts), DIVERGENCE_US
