@@ -84,3 +84,51 @@ def divergence_pair_figure(
         )
     fig.update_layout(title=title, xaxis_title="τ", yaxis=dict(title="relative divergence", type="log"))
     return fig
+
+
+def compare_slide_figure(
+    bend_paths: Mapping[str, list],
+    orthogonal_share: Mapping[str, float],
+    u,
+    nfe: Mapping[str, np.ndarray],
+    first_step: Mapping[str, np.ndarray],
+    threshold: float,
+) -> go.Figure:
+    """One slide: each model's paths in its own bend view (top, side by side, with the largest ⊥ share in the
+    title) and dopri5's NFE against u for both (bottom)."""
+    from .flow import pca_paths_figure
+
+    names = list(bend_paths)
+    titles = [f"{name}: bend view, ⊥ share up to {orthogonal_share[name]:.2%}" for name in names]
+    fig = make_subplots(
+        rows=2,
+        cols=2,
+        specs=[[{}, {}], [{"colspan": 2}, None]],
+        subplot_titles=titles + ["dopri5's NFE against u₁ (rtol 1e-3)"],
+        vertical_spacing=0.14,
+    )
+    for col, name in enumerate(names, start=1):
+        for trace in pca_paths_figure(bend_paths[name], equal_scale=True).data:
+            trace.showlegend = col == 1 and trace.showlegend is not False
+            fig.add_trace(trace, row=1, col=col)
+        fig.update_xaxes(title_text="along the chord", row=1, col=col)
+        fig.update_yaxes(title_text="departure", row=1, col=col)
+    u = np.asarray(u, dtype=float)
+    for k, name in enumerate(names):
+        below = int(np.sum(np.asarray(first_step[name]) < threshold))
+        fig.add_trace(
+            go.Scatter(
+                x=u,
+                y=np.asarray(nfe[name]),
+                mode="lines+markers",
+                line_shape="hvh",
+                name=f"NFE {name} (first step below {threshold:.3f} at {below} of {len(u)} u)",
+                line=dict(color=SIDE_COLORS[k % 2], dash=SIDE_DASHES[k % 2], width=3 - k),
+            ),
+            row=2,
+            col=1,
+        )
+    fig.update_xaxes(title_text="u₁", row=2, col=1)
+    fig.update_yaxes(title_text="NFE", row=2, col=1)
+    fig.update_layout(title="Two models side by side", legend=dict(orientation="h", y=-0.12))
+    return fig

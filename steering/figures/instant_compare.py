@@ -94,9 +94,16 @@ export default function (component) {
   root.querySelector(".label").title = data.help;
   root.style.fontSize = data.font_size + "px";
   root.style.setProperty("--chart-height", data.chart_height);
+  // while either model's range is computed, ask for what is new; a poll sent while the page's full run still
+  // computes the figures below is dropped by the server, so one with no answer is sent again
   if (data.pending && st.polled !== data.serial) {
     st.polled = data.serial;
-    setTimeout(() => setTriggerValue("poll", data.serial), 30);
+    const ask = (tries) => {
+      if (st.data.serial !== data.serial) return;   // answered
+      setTriggerValue("poll", data.serial);
+      if (tries < 600) setTimeout(() => ask(tries + 1), 2000);
+    };
+    setTimeout(() => ask(0), 30);
   }
   slider.min = data.u_min; slider.max = data.u_max; slider.step = data.u_step;
   if (data.current !== st.serverCurrent) {

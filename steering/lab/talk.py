@@ -99,6 +99,7 @@ class TalkData:
         default_factory=list
     )  # a user model's axes ({name, negative, positive}); [] for the shipped kind
     opening: tuple[float, float] = (0.0, 0.0)  # the control the page opens at (a point of the grid)
+    pair: dict | None = None  # a second model's text on the same grid (talk_pair.pair_grid), shown beside
 
 
 # ---------------------------------------------------------------- the grid
@@ -434,6 +435,7 @@ def build_talk(
     regime_points: int = REGIME_POINTS,
     on_progress: Callable[[str], None] | None = None,
     opening: Sequence[float] = (0.0, 0.0),
+    pair: dict | None = None,
 ) -> TalkData:
     """Every prompt's grid, sweep and comparisons, the map's backdrop, the model and its stored evaluation.
     opening: the control the page opens at (opening_point)."""
@@ -509,6 +511,7 @@ def build_talk(
         if texts.user_model
         else [],
         opening=opening,
+        pair=pair,
     )
 
 
@@ -526,6 +529,7 @@ def talk_html_bytes(
     regime_points: int = REGIME_POINTS,
     on_progress: Callable[[str], None] | None = None,
     opening: Sequence[float] = (0.0, 0.0),
+    pair: dict | None = None,
 ) -> bytes:
     """The offline demo as UTF-8 bytes (the Steer page's download button and the CLI both use this).
 
@@ -545,6 +549,7 @@ def talk_html_bytes(
         regime_points=regime_points,
         on_progress=on_progress,
         opening=opening,
+        pair=pair,
     )
     html = talk_html(data).encode("utf-8")
     if len(html) > MAX_BYTES:
@@ -573,9 +578,11 @@ def export_talk(
     regime_points: int = REGIME_POINTS,
     on_progress: Callable[[str], None] | None = None,
     control: dict[str, float] | None = None,
+    compare_with: str | Path | None = None,
 ) -> ExportReport:
     """Load the checkpoint and its PCA map, build the demo, write it to `out`. control: {the checkpoint's axis
-    name: value}, where the page opens (axes left out at 0; on the grid, opening_point)."""
+    name: value}, where the page opens (axes left out at 0; on the grid, opening_point). compare_with: a second
+    checkpoint whose text the page shows beside the first's at every control (talk_pair.pair_grid)."""
     from ..analysis.pca import checkpoint_identity, pca_map_for_checkpoint
     from ..model.controls import named_control
     from ..training.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
@@ -590,6 +597,12 @@ def export_talk(
     named = named_control(config, [f"{k}={v}" for k, v in (control or {}).items()])
     opening = opening_point(named.values)  # refused here, before minutes of computing
     command = export_command(out, cleaned, checkpoint, seed, new_tokens, named.as_dict())
+    pair = None
+    if compare_with is not None:
+        from .talk_pair import pair_grid
+
+        command += f" --compare-with {shlex.quote(str(compare_with))}"
+        pair = pair_grid(compare_with, cleaned, seed=seed, max_new_tokens=new_tokens, on_progress=on_progress)
     html = talk_html_bytes(
         model,
         tok,
@@ -603,6 +616,7 @@ def export_talk(
         regime_points=regime_points,
         on_progress=on_progress,
         opening=opening,
+        pair=pair,
     )
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
