@@ -107,7 +107,7 @@ def picked(page) -> dict:
                            r.querySelector('.uval').textContent]; }}"""
     )
     u2 = re.findall(r"[+-]\d\.\d\d", page.locator(".st-key-w_compare_style").inner_text())
-    return {"sides": shown[0], "u1": shown[1], "u2": u2[-1] if u2 else None}
+    return {"sides": shown[0], "u1": shown[1], "u2": u2[0] if u2 else None}  # the thumb, before the ends
 
 
 def main(argv=None) -> int:

@@ -221,3 +221,15 @@ def test_the_talk_kit_carries_the_pair_and_exports_the_comparison_slide(
         figure_export.build_figures(
             ["compare"], figure_export.Inputs(checkpoint=hybrid, baseline=hybrid, results=hybrid)
         )
+
+
+def test_the_flat_field_against_a_depth_varying_one(small_checkpoint, small_depth_hybrid, small_tokenizer, tmp_path):
+    from steering.training.checkpoint import save_checkpoint
+
+    depth = save_checkpoint(small_depth_hybrid, tmp_path / "depth", small_tokenizer, dtype=torch.float32)
+    report = compare.compare_checkpoints(small_checkpoint, depth, TINY)
+    assert report["skipped"] == {}  # same corpus, same axes, both hybrids: everything compares
+    assert report["a"]["parameters"] != report["b"]["parameters"]
+    assert report["ratios"]["path_curvature"] != 1.0 and report["b"]["path_curvature"] > 0
+    text = compare.format_comparison(report)
+    assert "B / A" in text and "steer_style_minus2" in text and "skipped" not in text
