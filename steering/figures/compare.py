@@ -112,7 +112,8 @@ def compare_slide_figure(
             trace.showlegend = col == 1 and trace.showlegend is not False
             fig.add_trace(trace, row=1, col=col)
         fig.update_xaxes(title_text="along the chord", row=1, col=col)
-        fig.update_yaxes(title_text="departure", row=1, col=col)
+        # one scale on both axes, so each bend is drawn at its true size (as the page's bend view)
+        fig.update_yaxes(title_text="departure", scaleanchor="x" if col == 1 else "x2", row=1, col=col)
     u = np.asarray(u, dtype=float)
     for k, name in enumerate(names):
         below = int(np.sum(np.asarray(first_step[name]) < threshold))

@@ -259,7 +259,7 @@ def _compare(m: _Model, inputs: Inputs):
             compare.side_paths(model, tok, pca, prompt, inputs.control[1]),
             compare.nfe_and_first_steps(model, tok, prompt, inputs.control[1]),
         )
-    return compare_slide_figure(
+    slide = compare_slide_figure(
         {name: paths.bend for name, (paths, _) in sides.items()},
         {name: paths.orthogonal_share for name, (paths, _) in sides.items()},
         next(iter(sides.values()))[1].u,
@@ -267,6 +267,7 @@ def _compare(m: _Model, inputs: Inputs):
         {name: steps.first_step for name, (_, steps) in sides.items()},
         compare.FIRST_STEP_THRESHOLD,
     )
+    return _styled(slide, inputs)
 
 
 FIGURES: dict[str, Callable] = {
