@@ -280,7 +280,8 @@ def test_the_sidebar_switches_between_checkpoints_found_under_a_folder(user_lab,
     monkeypatch.setenv("STEERING_CHECKPOINTS", str(user_lab.parent))  # holds the hybrid and the discrete
     at = run("pages/trajectories.py")
     picker = at.selectbox(key="w_checkpoint")
-    assert picker.options == ["movie", "hybrid"] and picker.value == str(movie)  # the discrete one is not offered
+    # the discrete one is not offered; the shipped flat field (assets/flat) is, beside the one the app started with
+    assert picker.options == ["movie", "flat", "hybrid"] and picker.value == str(movie)
     assert at.slider(key="w_sentiment").label == "Sentiment u₁  (− negative … + positive)"
     picker.set_value(str(user_lab)).run()
     no_exception(at)
