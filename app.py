@@ -31,6 +31,7 @@ PAGES = {
     name: st.Page(f"pages/{name}.py", title=title, icon=f":material/{icon}:", url_path=name)
     for name, title, icon in (
         ("steer", "Steer", "explore"),
+        ("compare", "Compare", "compare"),
         ("trajectories", "Trajectories", "timeline"),
         ("solvers", "Solvers", "compare_arrows"),
         ("regimes", "Regimes", "speed"),

@@ -67,6 +67,18 @@ def checkpoint_choices() -> list[Path]:
     return found
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def checkpoint_label(path: Path) -> str:
+    """A checkpoint's short name for the sidebar and links: its path from the repository root when it lies
+    under it (assets/flat), else the path as given."""
+    try:
+        return Path(path).resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def _config_of(path: str) -> dict | None:
     """A checkpoint's config.json (None when unreadable: the page's loader says why)."""
     try:
@@ -305,3 +317,48 @@ def analysis(loaded: Loaded, name: str, key: tuple, fn, *args, what: str, **kwar
 
 def training_logs() -> dict[str, list[dict]]:
     return {"hybrid": read_log(checkpoint_dir()), "discrete": read_log(baseline_dir())}
+
+
+# ---------------------------------------------------------------- the instant views (Steer and Compare pages)
+@st.cache_data(max_entries=4096, show_spinner=False)
+def judged(text: str, model_key: str, _axis_judge=None) -> compute.Judgement:
+    """The text judged as the model's axes are (a user model: its own first-axis judge; model_key tells them apart)."""
+    return compute.judge_text(text, _axis_judge)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def reference_paths(_pca_map, key: str) -> tuple[list, list]:
+    """One reference prompt's paths for every u of the map (the first prompt, as the backdrop)."""
+    first = _pca_map.reference[0].name
+    chosen = [p for p in _pca_map.reference if p.name == first]
+    return [p.points for p in chosen], [p.u for p in chosen]
+
+
+@st.cache_data(max_entries=8192, show_spinner=False)
+def instant_view_of(model_key: str, steer_key: tuple, _view: compute.SteerView, ends=None, _axis_judge=None) -> dict:
+    """A view as the component draws it, once per model and slider position (each poll resends them all)."""
+    import numpy as np
+
+    from steering.figures.instant_steer import instant_view
+
+    view = _view
+    judgement = view.judgement or judged(view.prompt_shown + view.continuation, model_key, _axis_judge)
+    return instant_view(
+        view.prompt_shown,
+        view.continuation,
+        logic.steer_badges(judgement.score, judgement.vader_compound, view.solve_nfe, ends),
+        view.next_tokens,
+        view.next_probs,
+        np.asarray(view.path),
+        notice=view.generation_notice,
+        stations=view.stations,
+    )
+
+
+def load(path: Path) -> Loaded:
+    """Any checkpoint the switcher lists, loaded once per process; a broken one stops the page with a message."""
+    try:
+        return _load(str(path))
+    except (CheckpointError, FileNotFoundError, ValueError) as err:
+        st.error(missing_checkpoint_message(path, err))
+        st.stop()

@@ -17,7 +17,7 @@ import streamlit as st
 import streamlit.components.v2 as components
 
 from lab_ui import models
-from steering.figures import instant_steer
+from steering.figures import instant_compare, instant_steer
 from steering.lab import logic
 from steering.lab import talk_scripts as talks
 from steering.model.ode import FIXED_SOLVERS, SolverConfig
@@ -36,6 +36,11 @@ INSTANT_STEER = components.component(
     instant_steer.COMPONENT_NAME, html=instant_steer.HTML, css=instant_steer.CSS, js=instant_steer.JS
 )
 INSTANT_KEY = "w_instant_steer"
+# the Compare page's: one slider over two models' positions (steering/figures/instant_compare.py)
+INSTANT_COMPARE = components.component(
+    instant_compare.COMPONENT_NAME, html=instant_compare.HTML, css=instant_compare.CSS, js=instant_compare.JS
+)
+COMPARE_KEY = "w_instant_compare"
 POLLED_KEY = "steer_polled"  # set when this run is the component asking for positions computed since
 
 
@@ -264,22 +269,71 @@ def instant_sentiment(payload: dict):
     over the positions in `payload`; a settled or not yet computed position comes back as the state's
     sentiment, and each poll (while positions are pending) reruns the fragment it is drawn in."""
 
-    def on_sentiment_change():
-        value = (st.session_state.get(INSTANT_KEY) or {}).get("sentiment")
-        try:
-            u = logic.snap_u(min(max(float(value), logic.U_MIN), logic.U_MAX))
-        except (TypeError, ValueError):
-            return  # not a number: keep the state as it is
-        update(sentiment=u)
-
     return INSTANT_STEER(
         key=INSTANT_KEY,
         data=payload,
         default={"sentiment": state().sentiment},
-        on_sentiment_change=on_sentiment_change,
+        on_sentiment_change=lambda: _take_position(INSTANT_KEY),
         on_poll_change=lambda: st.session_state.update({POLLED_KEY: True}),
         height="content",
     )
+
+
+def _take_position(key: str):
+    """An instant view's reported slider position, clamped and snapped, into the state's first axis."""
+    value = (st.session_state.get(key) or {}).get("sentiment")
+    try:
+        u = logic.snap_u(min(max(float(value), logic.U_MIN), logic.U_MAX))
+    except (TypeError, ValueError):
+        return  # not a number: keep the state as it is
+    update(sentiment=u)
+
+
+def instant_compare_view(payload: dict):
+    """The Compare page's instant view (steering/figures/instant_compare.py): one slider, both models' positions."""
+    return INSTANT_COMPARE(
+        key=COMPARE_KEY,
+        data=payload,
+        default={"sentiment": state().sentiment},
+        on_sentiment_change=lambda: _take_position(COMPARE_KEY),
+        on_poll_change=lambda: st.session_state.update({POLLED_KEY: True}),
+        height="content",
+    )
+
+
+def compare_pickers() -> tuple[Path, Path]:
+    """The Compare page's two checkpoints, chosen in the sidebar among those the switcher lists (assets/flat and
+    assets/hybrid by default), held in the state and the link as short names; a link's unknown name is replaced
+    by the default, with a notice."""
+    choices = {models.checkpoint_label(p): p for p in models.checkpoint_choices()}
+    names = list(choices)
+    flat, hybrid = models.checkpoint_label(models.ASSETS / "flat"), models.checkpoint_label(models.ASSETS / "hybrid")
+    defaults = (flat, hybrid) if {flat, hybrid} <= set(names) else (names[0], names[min(1, len(names) - 1)])
+    now, notices = state(), []
+    fixed = {}
+    for field, letter, default in (("model_a", "a", defaults[0]), ("model_b", "b", defaults[1])):
+        value = getattr(now, field)
+        if value not in choices:
+            if value:
+                notices.append(
+                    f"{letter}={value!r} in the link is not a checkpoint this lab lists ({', '.join(names)}); "
+                    f"using {default}."
+                )
+            fixed[field] = default
+    if fixed:
+        st.session_state[STATE_KEY] = replace(now, **fixed)
+    for notice in notices:
+        st.warning(logic.escape_markdown(notice), icon=":material/link:")
+    for field, label in (("model_a", "Model A"), ("model_b", "Model B")):
+        st.sidebar.selectbox(
+            label,
+            names,
+            key=f"w_{field}",
+            on_change=_bind(f"w_{field}", field),
+            help="Any checkpoint the lab lists: the shipped hybrids (assets/hybrid, assets/flat) and those under "
+            "$STEERING_CHECKPOINTS.",
+        )
+    return choices[state().model_a], choices[state().model_b]
 
 
 def style_slider(container=st, label: str | None = None):
@@ -306,10 +360,12 @@ def _pick_example():
     st.session_state["w_example"] = None
 
 
-def sidebar_controls(*, solver: bool = True, prompt: bool = True):
-    """Prompt with examples, solver settings and presenter mode, in the sidebar."""
+def sidebar_controls(*, solver: bool = True, prompt: bool = True, switcher: bool = True):
+    """Prompt with examples, solver settings and presenter mode, in the sidebar (and the checkpoint switcher,
+    except on the Compare page, which has a picker per side)."""
     bar = st.sidebar
-    checkpoint_picker()
+    if switcher:
+        checkpoint_picker()
     if prompt:
         bar.text_area(
             "Prompt",
@@ -388,6 +444,7 @@ def page_header(
     prompt: bool = True,
     solver: bool = False,
     sliders: bool = False,
+    switcher: bool = True,
 ) -> Header:
     """Every page's opening: the model (a missing one stops the page with a message), the sidebar's
     controls, title and caption, the link's notices, then the prompt, solver and control sliders
@@ -395,7 +452,7 @@ def page_header(
     """
     run_through_app()
     header = Header(loaded=models.model() if load_model else None)
-    sidebar_controls(solver=solver, prompt=prompt)
+    sidebar_controls(solver=solver, prompt=prompt, switcher=switcher)
     st.title(title)
     st.caption(caption)
     show_url_notices()

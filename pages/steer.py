@@ -3,26 +3,11 @@ sentiment, the next-token odds, the prompt's path H(τ) in the PCA map, and the 
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from lab_ui import models, widgets
-from steering.figures.instant_steer import instant_payload, instant_view
-from steering.lab import compute, logic
-
-
-@st.cache_data(max_entries=4096, show_spinner=False)
-def judged(text: str, model_key: str, _axis_judge=None) -> compute.Judgement:
-    """The text judged as the model's axes are (a user model: its own first-axis judge; model_key tells them apart)."""
-    return compute.judge_text(text, _axis_judge)
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def reference_paths(_pca_map, key: str) -> tuple[list, list]:
-    """One reference prompt's paths for every u of the map (the first prompt, as the backdrop)."""
-    first = _pca_map.reference[0].name
-    chosen = [p for p in _pca_map.reference if p.name == first]
-    return [p.points for p in chosen], [p.u for p in chosen]
+from steering.figures.instant_steer import instant_payload
+from steering.lab import logic
 
 
 @st.fragment
@@ -65,9 +50,9 @@ def steer_results(loaded: models.Loaded, prompt: str, solver, seed: int, max_new
             kept = views.kept(range_keys.values())
     kept[range_keys[state.sentiment]] = view
     pca = models.pca_map(loaded)
-    paths, us = reference_paths(pca, pca.key)
+    paths, us = models.reference_paths(pca, pca.key)
     payload = instant_payload(
-        {u: instant_view_of(loaded.key, k, kept[k], ends, judge) for u, k in range_keys.items() if k in kept},
+        {u: models.instant_view_of(loaded.key, k, kept[k], ends, judge) for u, k in range_keys.items() if k in kept},
         paths,
         us,
         state.sentiment,
@@ -93,23 +78,6 @@ def next_serial() -> int:
     return st.session_state["steer_serial"]
 
 
-@st.cache_data(max_entries=8192, show_spinner=False)
-def instant_view_of(model_key: str, steer_key: tuple, _view: compute.SteerView, ends=None, _axis_judge=None) -> dict:
-    """A view as the component draws it, once per model and slider position (each poll resends them all)."""
-    view = _view
-    judgement = view.judgement or judged(view.prompt_shown + view.continuation, model_key, _axis_judge)
-    return instant_view(
-        view.prompt_shown,
-        view.continuation,
-        logic.steer_badges(judgement.score, judgement.vader_compound, view.solve_nfe, ends),
-        view.next_tokens,
-        view.next_probs,
-        np.asarray(view.path),
-        notice=view.generation_notice,
-        stations=view.stations,
-    )
-
-
 def steer():
     header = widgets.page_header(
         "Steer the flow",
@@ -124,7 +92,7 @@ def steer():
     steer_results(loaded, prompt, solver, int(seed), int(max_new_tokens))
     # outside the fragment: none of this changes with u, so a slider move does not redraw it
     pca = models.pca_map(loaded)
-    _, us = reference_paths(pca, pca.key)
+    _, us = models.reference_paths(pca, pca.key)
     st.caption(
         models.model_texts().steer_caption
         + f"Same seed ({int(seed)}) at every u, so only the control changes the text; sampled with "

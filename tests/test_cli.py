@@ -41,7 +41,8 @@ def test_generate_json(small_checkpoint):
     assert len(out) == 2
     for item in out:
         assert item["text"].startswith("The movie was") and item["prompt"] == "The movie was"
-        assert item["sentiment"] == 1.0 and item["style"] == -1.0 and item["nfe"] == 4 * 8
+        assert item["control"] == {"sentiment": 1.0, "style": -1.0} and item["nfe"] == 4 * 8
+        assert "style" not in item  # the control speaks by the checkpoint's axis names, once
 
 
 def test_generate_text_with_an_adaptive_solver(small_checkpoint):

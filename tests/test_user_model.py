@@ -137,7 +137,7 @@ def test_generate_and_analyze_take_the_checkpoints_own_axis_names(user_model, ca
     assert main(["generate", *base, "--u", "topic=1", "--json"]) == 0
     (sample,) = json.loads(capsys.readouterr().out)
     assert sample["control"] == {"formality": 0.0, "topic": 1.0}
-    assert (sample["sentiment"], sample["style"]) == (0.0, 1.0)  # the model's control entries, in order
+    assert "sentiment" not in sample and "style" not in sample  # only the checkpoint's own axes
     assert main(["generate", *base, "--u", "formality=-1.5"]) == 0
     assert "(formality -1.5, topic +0, NFE" in capsys.readouterr().out
     # an unknown axis, a value out of range, or the shipped model's shortcut: exit 2 naming the axes, no output
@@ -280,7 +280,8 @@ def test_the_sidebar_switches_between_checkpoints_found_under_a_folder(user_lab,
     monkeypatch.setenv("STEERING_CHECKPOINTS", str(user_lab.parent))  # holds the hybrid and the discrete
     at = run("pages/trajectories.py")
     picker = at.selectbox(key="w_checkpoint")
-    assert picker.options == ["movie", "hybrid"] and picker.value == str(movie)  # the discrete one is not offered
+    # the discrete one is not offered; the shipped flat field (assets/flat) is, beside the one the app started with
+    assert picker.options == ["movie", "flat", "hybrid"] and picker.value == str(movie)
     assert at.slider(key="w_sentiment").label == "Sentiment u₁  (− negative … + positive)"
     picker.set_value(str(user_lab)).run()
     no_exception(at)

@@ -55,7 +55,9 @@ def add_analyze_args(p):
     from ..training.checkpoint import DEFAULT_CHECKPOINT
 
     p.add_argument("kind", choices=KINDS, help="which analysis")
-    p.add_argument("--prompt", default="The movie was", help="prompt text")
+    p.add_argument(
+        "--prompt", default=None, help="prompt text (default: 'The movie was'; a model of one's own: its first opening)"
+    )
     p.add_argument(
         "--prompt-set",
         choices=PROMPT_SETS,
@@ -81,7 +83,12 @@ def add_analyze_args(p):
     p.add_argument(
         "--u-values", type=float, nargs="+", default=[-1.0, 0.0, 1.0], help="controls compared (contraction)"
     )
-    p.add_argument("--targets", nargs="+", default=[" good", " bad"], help="target tokens (regimes, sweep)")
+    p.add_argument(
+        "--targets",
+        nargs="+",
+        default=None,
+        help="target tokens (regimes, sweep; default ' good' ' bad'; a model of one's own: its probe words)",
+    )
     p.add_argument(
         "--solvers",
         nargs="+",
@@ -112,6 +119,42 @@ def add_analyze_args(p):
     )
 
 
+def own_texts(config: dict | None) -> dict:
+    """The default prompt, targets, probe prompts and words and the PCA map's prompts: the shipped model's, or for a
+    model of one's own, its held-out openings and its first axis's probe words (never a movie review's)."""
+    from ..analysis.pca import DEFAULT_PROMPTS
+    from ..data.heldout import PROBE_PROMPT, PROBE_PROMPT_VARIANTS
+    from ..data.user_data import axes_of, checkpoint_prompts, is_user_model, probe_targets
+    from ..evaluation.measures import PROBE_WORDS
+
+    if not is_user_model(config):
+        targets = (PROBE_WORDS["good"], PROBE_WORDS["bad"])
+        shipped = dict(prompt=PROBE_PROMPT, targets=targets, probe_prompts=PROBE_PROMPT_VARIANTS, words=PROBE_WORDS)
+        return {**shipped, "pca": DEFAULT_PROMPTS}
+    prompts = checkpoint_prompts(config)
+    positive, negative = probe_targets(axes_of(config)[0])
+    return dict(
+        prompt=prompts[0],
+        targets=(positive, negative),
+        probe_prompts=prompts,
+        words={"good": positive, "bad": negative},
+        pca=prompts[:5],
+    )
+
+
+def own_axis_names(result, names: dict[str, str]):
+    """A result with every "axis" entry named as the checkpoint names it (the analyses call the control's entries
+    "sentiment" and "style")."""
+    if isinstance(result, dict):
+        return {
+            k: names.get(v, v) if k == "axis" and isinstance(v, str) else own_axis_names(v, names)
+            for k, v in result.items()
+        }
+    if isinstance(result, list):
+        return [own_axis_names(v, names) for v in result]
+    return result
+
+
 def _grid(args) -> np.ndarray:
     if args.n_u < 1:
         raise ValueError(f"--n-u must be at least 1, got {args.n_u}")
@@ -127,6 +170,7 @@ def run_analyze(args, solver_for) -> None:
     if args.prompt_set is not None and args.kind != "regimes":
         raise ValueError(f"--prompt-set applies to regimes, not {args.kind}")
     from ..model.controls import control_from_args, internal_axis
+    from ..model.ode import CONTROL_AXES
 
     model, tok, config = load_checkpoint(args.checkpoint)
     control = control_from_args(config, args)
@@ -134,11 +178,17 @@ def run_analyze(args, solver_for) -> None:
     # the analyses name the control's entries "sentiment" and "style"; args speak the checkpoint's names
     args.axis = internal_axis(config, swept)
     args.sentiment, args.style = control.values
+    # defaults in the checkpoint's own words: a model of one's own opens on its held-out text and probe words
+    texts = own_texts(config)
+    args.prompt = texts["prompt"] if args.prompt is None else args.prompt
+    args.targets = list(texts["targets"]) if args.targets is None else args.targets
+    args.probe_prompts, args.probe_words, args.pca_prompts = texts["probe_prompts"], texts["words"], texts["pca"]
     u = list(control.values)
     solver = solver_for(model.training_solver) if hasattr(model, "training_solver") else None
     result, text = ANALYSES[args.kind](args, model, tok, u, solver, args.n_tau)
     if isinstance(result, dict):
-        result = {**result, "control": control.as_dict(), "swept_axis": swept}
+        result = {**own_axis_names(result, dict(zip(CONTROL_AXES, control.names))), "control": control.as_dict()}
+        result["swept_axis"] = swept
     text = f"control: {control.describe()}\n{text}"
     print(json.dumps(jsonable(result), indent=2) if args.json else text)
 
@@ -172,7 +222,9 @@ def _pca(args, model, tok, u, solver, n_tau):
     from ..analysis.pca import checkpoint_identity, pca_map_for_checkpoint, project_trajectory
     from ..analysis.trajectories import compute_trajectory
 
-    pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(args.checkpoint), args.cache, axis=args.axis)
+    pca_map = pca_map_for_checkpoint(
+        model, tok, checkpoint_identity(args.checkpoint), args.cache, prompts=args.pca_prompts, axis=args.axis
+    )
     path = project_trajectory(pca_map, compute_trajectory(model, tok, args.prompt, u, n_tau=n_tau or 33), args.prompt)
     result = {
         "key": pca_map.key,
@@ -268,7 +320,8 @@ def _curvature_by_level(args, model, tok, r) -> dict:
 def _regimes_over_prompts(args, model, tok):
     from ..analysis.alignment import regimes_over_prompts
 
-    prompts = prompt_set(args.prompt_set, tok, args.n_prompts)
+    probe = args.prompt_set == "probe"  # a model of one's own: its openings
+    prompts = list(args.probe_prompts) if probe else prompt_set(args.prompt_set, tok, args.n_prompts)
     a = regimes_over_prompts(
         model,
         tok,
@@ -319,7 +372,9 @@ def _curvature(args, model, tok, u, solver, n_tau):
 
     other = args.style if args.axis == "sentiment" else args.sentiment
     reference = SolverConfig("dopri5", rtol=args.reference_rtol, atol=args.reference_atol, max_steps=args.max_steps)
-    pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(args.checkpoint), args.cache, axis=args.axis)
+    pca_map = pca_map_for_checkpoint(
+        model, tok, checkpoint_identity(args.checkpoint), args.cache, prompts=args.pca_prompts, axis=args.axis
+    )
     c = curvature_by_u(
         model, tok, args.prompt, _grid(args), reference, n_tau=n_tau or 33, axis=args.axis, other=other, pca_map=pca_map
     )
@@ -482,13 +537,17 @@ def _fluency(args, model, tok, u, solver, n_tau):
 
 
 def _wordprobe(args, model, tok, u, solver, n_tau):
-    from ..data.heldout import PROBE_PROMPT_VARIANTS
     from ..evaluation.measures import probe_over_prompts
 
-    # the evaluation's prompt and its nine variants, and --prompt where it is none of them
-    prompts = list(PROBE_PROMPT_VARIANTS) + ([args.prompt] if args.prompt not in PROBE_PROMPT_VARIANTS else [])
-    report = probe_over_prompts(model, tok, prompts)
-    lines = ["evaluate's probe (Euler 4, style 0): good / (good + bad) at u = +1, bad / (good + bad) at u = -1"]
+    # the evaluation's prompt and its nine variants (a model of one's own: its openings), and --prompt where it is
+    # none of them
+    prompts = list(args.probe_prompts) + ([args.prompt] if args.prompt not in args.probe_prompts else [])
+    report = probe_over_prompts(model, tok, prompts, words=args.probe_words)
+    good, bad = (w.strip() for w in (args.probe_words["good"], args.probe_words["bad"]))
+    lines = [
+        f"evaluate's probe (Euler 4, the other axis at 0): {good} / ({good} + {bad}) at u = +1, "
+        f"{bad} / ({good} + {bad}) at u = -1"
+    ]
     lines += [f"  {row['prompt']!r}: {row['good_pos']:.4f} / {row['bad_neg']:.4f}" for row in report["prompts"]]
     lines.append(
         f"  mean {report['good_pos_mean']:.4f} / {report['bad_neg_mean']:.4f}; "

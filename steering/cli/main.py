@@ -396,6 +396,27 @@ def _depth_args(p):
 ARGUMENTS["depth"] = _depth_args
 
 
+@command("compare", "two checkpoints side by side: bits/byte, depth, curvature, NFE, steering, size, latency")
+def _compare(args):
+    from ..evaluation.compare import run
+
+    print(run(args.a, args.b, quick=args.quick, as_json=args.json))
+
+
+def _compare_args(p):
+    p.description = (
+        "Both models' figures measured in one run, B over A for each; a figure one of them cannot give (no ODE "
+        "block, other axes, other training text) is listed as skipped with the reason."
+    )
+    p.add_argument("a", help="a checkpoint folder (hybrid or discrete)")
+    p.add_argument("b", help="another checkpoint folder")
+    p.add_argument("--quick", action="store_true", help="fewer texts, prompts and timings (for tests)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: a, b, ratios, skipped, commands")
+
+
+ARGUMENTS["compare"] = _compare_args
+
+
 @command("tokenizer", "train the byte-level BPE tokenizer on the training split (both models then share it)")
 def _tokenizer(args):
     from ..data import reviews as data
@@ -540,6 +561,7 @@ def _export_talk(args):
         new_tokens=args.new_tokens,
         on_progress=say,
         control=control,
+        compare_with=args.compare_with,
     )
     print(f"wrote {report.path} ({report.size / 2**20:.1f} MB in {report.seconds:.1f} s)")
 
@@ -558,6 +580,9 @@ def _export_talk_args(p):
     p.add_argument("--seed", type=int, default=0, help="sampling seed, the same at every control")
     p.add_argument("--new-tokens", dest="new_tokens", type=int, default=24, help="tokens generated per control")
     add_control_args(p)  # where the page opens: u₁ on its grid (-2..2), u₂ one of -1, 0, 1
+    p.add_argument(
+        "--compare-with", default=None, metavar="CHECKPOINT", help="a second model whose text shows beside the first's"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
@@ -570,7 +595,7 @@ def _figures(args):
 
     from ..lab.figure_export import Inputs, build_figures, find_browser, parse_names, write_figures
 
-    names = parse_names(args.only)
+    names = parse_names(args.only, pair=args.compare_with is not None)
     browser = find_browser()  # before minutes of computing, not after
     say = (
         (lambda name, s: None)
@@ -590,6 +615,7 @@ def _figures(args):
         results=Path(args.results) if args.results else results_folder(args.checkpoint),
         prompt=args.prompt,
         control=control,
+        compare_with=Path(args.compare_with) if args.compare_with else None,
     )
     figures = build_figures(names, inputs, on_built=say)
     built = _time.perf_counter()
@@ -625,6 +651,9 @@ def _figures_args(p):
     )
     p.add_argument("--only", default=None, help=f"comma-separated subset of: {', '.join(FIGURES)} (default all)")
     p.add_argument("--prompt", default=DEFAULT_PROMPT, help="the prompt the model figures use")
+    p.add_argument(
+        "--compare-with", default=None, metavar="CHECKPOINT", help="the comparison slide's second model (compare)"
+    )
     add_control_args(p)
     p.description += (
         f"\n\nThe single-u figures' control: --u NAME=VALUE on the checkpoint's axes (default: the first "

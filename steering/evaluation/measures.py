@@ -171,11 +171,15 @@ def probe_shares(raw: dict[str, dict[str, float]]) -> tuple[float, float]:
     )
 
 
-def probe_over_prompts(model, tok, prompts=PROBE_PROMPT_VARIANTS, steer_u: float = 1.0) -> dict:
-    """The evaluation's good/bad probe on each prompt, with the mean and the worst over them."""
+def probe_over_prompts(
+    model, tok, prompts=PROBE_PROMPT_VARIANTS, steer_u: float = 1.0, words: dict = PROBE_WORDS
+) -> dict:
+    """The evaluation's good/bad probe on each prompt, with the mean and the worst over them (`words`: the
+    {"good": positive-end word, "bad": negative-end word} pair; a model of one's own has its probe words)."""
     rows = []
     for prompt in prompts:
-        good_pos, bad_neg = probe_shares(word_probabilities(model, tok, prompt, controls=probe_controls(steer_u)))
+        raw = word_probabilities(model, tok, prompt, words, controls=probe_controls(steer_u))
+        good_pos, bad_neg = probe_shares(raw)
         rows.append({"prompt": prompt, "good_pos": good_pos, "bad_neg": bad_neg})
     summary = {}
     for key in ("good_pos", "bad_neg"):

@@ -149,7 +149,8 @@ CSS = """
 .chart text { fill: currentColor; font-size: .8em; }
 """
 
-JS = r"""
+# the drawing both instant views share (this page's and the Compare page's, steering/figures/instant_compare.py)
+DRAWING_JS = r"""
 const SVG = "http://www.w3.org/2000/svg";
 function el(tag, attrs, parent) {
   const e = document.createElementNS(SVG, tag);
@@ -212,7 +213,11 @@ function drawMap(svg, data, view) {
   const u = parseFloat(view.key);
   end.setAttribute("fill", u > 0 ? data.colors.positive : u < 0 ? data.colors.negative : data.colors.neutral);
 }
+"""
 
+JS = (
+    DRAWING_JS
+    + r"""
 function saveCharts(root, format) {
   // the two charts side by side on one 1920x1080 slide, styles inlined (the page's CSS stays behind)
   const W = 1920, H = 1080, out = document.createElementNS(SVG, "svg");
@@ -339,3 +344,4 @@ export default function (component) {
   show(parseFloat(slider.value));
 }
 """
+)

@@ -298,6 +298,7 @@ def payload(data) -> dict:
             "template": _template(),
             "steer": {"refs": base["data"][1:-2], "layout": base["layout"]},
             "prompts": [prompt_payload(t, data, x_range, y_range) for t in data.prompts],
+            **({"pair": data.pair} if getattr(data, "pair", None) else {}),  # a second model's text, beside
         }
     )
 

@@ -98,6 +98,15 @@ SCRIPT = r"""
     $("talk-nfe").textContent = "NFE of one solve: " + pt.nfe + " (" + P().solver + ")";
     $("talk-sentiment-value").textContent = signed(D.sentiments[state.s], 1);
     $("talk-notice").textContent = P().notice || "";
+    if (D.pair) {   // the second model at the same prompt and grid point
+      var other = D.pair.prompts[state.p].points[state.st][state.s];
+      $("talk-pair-shown").textContent = D.pair.prompts[state.p].shown;
+      $("talk-pair-continuation").textContent = other.text;
+      var badge = $("talk-pair-score");
+      badge.textContent = "judged " + other.verdict + ": P(" + D.pair.scoreLabel + ") " +
+        Math.round(100 * other.score) + "%  ·  NFE " + other.nfe;
+      badge.className = "badge " + other.verdict;
+    }
   }
 
   function renderSteer() {
@@ -277,6 +286,19 @@ def _style_controls(styles, ends: tuple[str, str] = ("critic blurb", "user revie
     return "".join(out)
 
 
+def _pair_card(data) -> str:
+    """The second model's card (export-talk --compare-with), filled by the script at every control."""
+    pair = getattr(data, "pair", None)
+    if not pair:
+        return ""
+    name = html.escape(pair["checkpoint"])
+    return (
+        f"<h2>Beside it: <code>{name}</code> (u₁ = {html.escape(pair['axes'][0])}), same prompt, seed and control</h2>"
+        "<div class=card id=talk-pair><p><b id=talk-pair-shown></b><span id=talk-pair-continuation></span></p></div>"
+        "<div class=badges><span id=talk-pair-score class=badge></span></div>"
+    )
+
+
 def talk_html(data) -> str:
     """The whole page: controls, the precomputed views as JSON, plotly.js and the page's script."""
     lo, hi = min(data.sentiments), max(data.sentiments)
@@ -322,6 +344,7 @@ ahead by the model <code>{html.escape(str(data.model["checkpoint"]))}</code>; th
 <div class=badges><span id=talk-score class=badge></span><span id=talk-vader class=badge></span>
 <span id=talk-nfe class=badge></span></div>
 <p id=talk-notice class=note></p>
+{_pair_card(data)}
 <div id=talk-steer class=chart></div>
 <p class=note>Same seed at every u, so only the control changes the text. Thin lines: a reference prompt at fixed u
 (red negative, blue positive); thick: this prompt at the slider's u.</p>

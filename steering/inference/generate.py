@@ -37,12 +37,11 @@ class Generation:
     notice: str = ""  # e.g. that a long prompt was cut to its tail
 
     def to_dict(self) -> dict:
+        """Without the control: its entries are named by the checkpoint's axes (`generate --json` adds "control")."""
         return {
             "text": self.text,
             "prompt": self.prompt,
             "continuation": self.continuation,
-            "sentiment": self.sentiment,
-            "style": self.style,
             "nfe": self.nfe,
             "notice": self.notice,
         }

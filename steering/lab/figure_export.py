@@ -63,6 +63,7 @@ class Inputs:
     prompt: str = DEFAULT_PROMPT
     control: tuple[float, float] = (DEFAULT_U, 0.0)  # the single-u figures' control (the first axis at DEFAULT_U)
     font_size: int = field(default_factory=lambda: logic.figure_font_size(presenter=True))
+    compare_with: Path | None = None  # the comparison slide's second model (figures --compare-with)
 
 
 class _Model:
@@ -240,6 +241,36 @@ def _activation_steering(m: _Model, inputs: Inputs):
 
 
 # name -> builder(model, inputs), in the order of a talk through the lab
+def _compare(m: _Model, inputs: Inputs):
+    """The comparison slide: each model's paths in its bend view, and dopri5's NFE and first step for both."""
+    from ..figures.compare import compare_slide_figure
+    from ..training.checkpoint import load_checkpoint
+    from . import compare
+
+    if inputs.compare_with is None:
+        raise ExportError("the comparison slide needs a second model: give --compare-with CHECKPOINT")
+    sides = {}
+    for path in (inputs.checkpoint, inputs.compare_with):
+        model, tok, config = load_checkpoint(path)
+        if not hasattr(model, "field"):
+            raise ExportError(f"{path} holds a discrete model: no ODE block to compare paths or solver work on")
+        pca = m.pca if path == inputs.checkpoint else _Model(Inputs(Path(path), Path(path), Path(path))).pca
+        prompt = inputs.prompt if not logic.model_texts(config).user_model else logic.model_texts(config).prompts[0]
+        sides[str(path)] = (
+            compare.side_paths(model, tok, pca, prompt, inputs.control[1]),
+            compare.nfe_and_first_steps(model, tok, prompt, inputs.control[1]),
+        )
+    slide = compare_slide_figure(
+        {name: paths.bend for name, (paths, _) in sides.items()},
+        {name: paths.orthogonal_share for name, (paths, _) in sides.items()},
+        next(iter(sides.values()))[1].u,
+        {name: steps.nfe for name, (_, steps) in sides.items()},
+        {name: steps.first_step for name, (_, steps) in sides.items()},
+        compare.FIRST_STEP_THRESHOLD,
+    )
+    return _styled(slide, inputs)
+
+
 FIGURES: dict[str, Callable] = {
     "steer": _steer,
     "trajectories-2d": _trajectories(2),
@@ -252,13 +283,15 @@ FIGURES: dict[str, Callable] = {
     "dynamics-convergence": _convergence,
     "training": _training,
     "activation-steering": _activation_steering,
+    "compare": _compare,  # only with --compare-with ("all" leaves it out without one)
 }
 
 
-def parse_names(text: str | None) -> list[str]:
-    """Figure names from a comma-separated list (None or "all": every figure); unknown names refused."""
+def parse_names(text: str | None, pair: bool = False) -> list[str]:
+    """Figure names from a comma-separated list (None or "all": every figure, the comparison slide only with a
+    `pair`, a second model); unknown names refused."""
     if text is None or text.strip().lower() == "all":
-        return list(FIGURES)
+        return [name for name in FIGURES if pair or name != "compare"]
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in FIGURES]
     if unknown or not names:

@@ -36,7 +36,7 @@ MAX_PROMPT_CHARS = 300
 LAB_SOLVERS = FIXED_SOLVERS + ADAPTIVE_SOLVERS
 
 # url_path of each page (/steer, /regimes, ...; the root forwards to /steer); `?page=NAME` opens NAME.
-PAGES = ("steer", "trajectories", "solvers", "regimes", "lens", "dynamics", "training", "results")
+PAGES = ("steer", "compare", "trajectories", "solvers", "regimes", "lens", "dynamics", "training", "results")
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,9 @@ class LabState:
     tolerance: float = 1e-3
     presenter: bool = False
     dims: int = 2  # the Trajectories page's map: 2-D or 3-D
+    model_a: str = ""  # the Compare page's two checkpoints ("": its defaults), checked against the switcher's list
+    model_b: str = ""
+    style_b: float = 0.0  # the Compare page's second axis for model B, where the two models' axes differ
 
     def solver_config(self) -> SolverConfig:
         """The solver these settings name; adaptive solvers use atol = tolerance / 10 and the step cap."""
@@ -235,12 +238,13 @@ def parse_query_params(
 ) -> tuple[LabState, str | None, list[str]]:
     """(state, page or None, notices) from URL query parameters; unknown keys are ignored.
 
-    Keys: prompt, u (sentiment), style, solver, steps, tol, dims, presenter, page.
+    Keys: prompt, u (sentiment), style, solver, steps, tol, dims, presenter, page, and the Compare page's a, b
+    (checkpoint folders, checked by the page against the ones it lists) and style_b.
     """
     notices: list[str] = []
     get = {
         key: _as_single(params.get(key))
-        for key in ("prompt", "u", "style", "solver", "steps", "tol", "dims", "presenter", "page")
+        for key in ("prompt", "u", "style", "solver", "steps", "tol", "dims", "presenter", "page", "a", "b", "style_b")
     }
     state = base
     if get["prompt"] is not None:
@@ -252,6 +256,8 @@ def parse_query_params(
             notices.append(f"Using the example prompt {base.prompt!r} instead.")
     sentiment = snap_u(parse_float(get["u"], "u", base.sentiment, U_MIN, U_MAX, notices))
     style = snap_u(parse_float(get["style"], "style", base.style, U_MIN, U_MAX, notices))
+    style_b = snap_u(parse_float(get["style_b"], "style_b", base.style_b, U_MIN, U_MAX, notices))
+    models = {k: _shorten(get[k].strip(), MAX_PROMPT_CHARS) if get[k] is not None else "" for k in ("a", "b")}
     solver = base.solver
     if get["solver"] is not None:
         name = get["solver"].strip().lower()
@@ -287,6 +293,9 @@ def parse_query_params(
         tolerance=tolerance,
         presenter=presenter,
         dims=dims,
+        model_a=models["a"] or base.model_a,
+        model_b=models["b"] or base.model_b,
+        style_b=style_b,
     )
     return state, page, notices
 
@@ -304,6 +313,11 @@ def to_query_params(state: LabState) -> dict[str, str]:
         params["presenter"] = "1"
     if state.style == DEFAULT_STATE.style:
         del params["style"]
+    for key, value in (("a", state.model_a), ("b", state.model_b)):
+        if value:
+            params[key] = value
+    if state.style_b != DEFAULT_STATE.style_b:
+        params["style_b"] = f"{state.style_b:g}"
     return params
 
 

@@ -99,6 +99,7 @@ class TalkData:
         default_factory=list
     )  # a user model's axes ({name, negative, positive}); [] for the shipped kind
     opening: tuple[float, float] = (0.0, 0.0)  # the control the page opens at (a point of the grid)
+    pair: dict | None = None  # a second model's text on the same grid (pair_grid), shown beside
 
 
 # ---------------------------------------------------------------- the grid
@@ -275,6 +276,55 @@ def prompt_talk(
     )
 
 
+def pair_grid(
+    checkpoint: str | Path,
+    prompts: Sequence[str],
+    *,
+    seed: int,
+    max_new_tokens: int,
+    on_progress: Callable[[str], None] | None = None,
+) -> dict:
+    """The talk kit's second model (`export-talk --compare-with B`): B's text at every grid control of every
+    prompt, as the page shows it: {checkpoint, axes, scoreLabel, prompts: [{shown, points: [style][sentiment] ->
+    {text, verdict, score, nfe}}]} (plain JSON)."""
+    from ..analysis.pca import checkpoint_identity, pca_map_for_checkpoint
+    from ..training.checkpoint import load_checkpoint
+
+    model, tok, config = load_checkpoint(checkpoint)
+    if not hasattr(model, "field"):
+        raise ValueError(f"{checkpoint} holds a discrete model: it takes no control, so it has no slider to share")
+    texts = logic.model_texts(config)
+    extra = {"prompts": texts.prompts[:5]} if texts.user_model else {}
+    pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(checkpoint), logic.cache_dir() / "pca", **extra)
+    axis_judge = ends = None
+    if texts.user_model:
+        from ..judges.axis_judges import load_axis_judges
+
+        axis_judge, ends = load_axis_judges(checkpoint)[0], texts.ends[0]
+    out = []
+    for prompt in prompts:
+        if on_progress is not None:
+            on_progress(f"{prompt!r}: the second model ({checkpoint}) at every grid control")
+        views, points = steer_grid(
+            model, tok, pca_map, prompt, seed=seed, max_new_tokens=max_new_tokens, axis_judge=axis_judge, ends=ends
+        )
+        out.append(
+            {
+                "shown": views[0].prompt_shown,
+                "points": [
+                    [{"text": p.continuation, "verdict": p.verdict, "score": p.score, "nfe": p.solve_nfe} for p in row]
+                    for row in points
+                ],
+            }
+        )
+    return {
+        "checkpoint": str(checkpoint),
+        "axes": list(texts.names),
+        "scoreLabel": texts.ends[0][1] if texts.user_model else "positive",
+        "prompts": out,
+    }
+
+
 def clean_prompts(prompts: Sequence[str] | str) -> list[str]:
     """Each prompt cleaned as the lab cleans one (logic.clean_prompt); duplicates dropped, order kept."""
     if isinstance(prompts, str):
@@ -434,6 +484,7 @@ def build_talk(
     regime_points: int = REGIME_POINTS,
     on_progress: Callable[[str], None] | None = None,
     opening: Sequence[float] = (0.0, 0.0),
+    pair: dict | None = None,
 ) -> TalkData:
     """Every prompt's grid, sweep and comparisons, the map's backdrop, the model and its stored evaluation.
     opening: the control the page opens at (opening_point)."""
@@ -509,6 +560,7 @@ def build_talk(
         if texts.user_model
         else [],
         opening=opening,
+        pair=pair,
     )
 
 
@@ -526,6 +578,7 @@ def talk_html_bytes(
     regime_points: int = REGIME_POINTS,
     on_progress: Callable[[str], None] | None = None,
     opening: Sequence[float] = (0.0, 0.0),
+    pair: dict | None = None,
 ) -> bytes:
     """The offline demo as UTF-8 bytes (the Steer page's download button and the CLI both use this).
 
@@ -545,6 +598,7 @@ def talk_html_bytes(
         regime_points=regime_points,
         on_progress=on_progress,
         opening=opening,
+        pair=pair,
     )
     html = talk_html(data).encode("utf-8")
     if len(html) > MAX_BYTES:
@@ -573,9 +627,11 @@ def export_talk(
     regime_points: int = REGIME_POINTS,
     on_progress: Callable[[str], None] | None = None,
     control: dict[str, float] | None = None,
+    compare_with: str | Path | None = None,
 ) -> ExportReport:
     """Load the checkpoint and its PCA map, build the demo, write it to `out`. control: {the checkpoint's axis
-    name: value}, where the page opens (axes left out at 0; on the grid, opening_point)."""
+    name: value}, where the page opens (axes left out at 0; on the grid, opening_point). compare_with: a second
+    checkpoint whose text the page shows beside the first's at every control (pair_grid)."""
     from ..analysis.pca import checkpoint_identity, pca_map_for_checkpoint
     from ..model.controls import named_control
     from ..training.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
@@ -590,6 +646,10 @@ def export_talk(
     named = named_control(config, [f"{k}={v}" for k, v in (control or {}).items()])
     opening = opening_point(named.values)  # refused here, before minutes of computing
     command = export_command(out, cleaned, checkpoint, seed, new_tokens, named.as_dict())
+    pair = None
+    if compare_with is not None:
+        command += f" --compare-with {shlex.quote(str(compare_with))}"
+        pair = pair_grid(compare_with, cleaned, seed=seed, max_new_tokens=new_tokens, on_progress=on_progress)
     html = talk_html_bytes(
         model,
         tok,
@@ -603,6 +663,7 @@ def export_talk(
         regime_points=regime_points,
         on_progress=on_progress,
         opening=opening,
+        pair=pair,
     )
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
