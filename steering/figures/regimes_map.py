@@ -166,13 +166,7 @@ def regimes_map_figure(m, active_row: int | None = None, thresholds=(1.0, 1 / 11
     ]
     fig.update_layout(
         sliders=[dict(active=row, steps=steps, currentvalue=dict(prefix="tolerance t = "), pad=dict(t=50), y=-0.02)],
-        title=dict(
-            text=f"dopri5's NFE over u and tolerance t (rtol = t, atol = t/10): '{m.prompt}'",
-            x=0.01,
-            y=0.985,
-            yref="container",
-        ),
         legend=dict(orientation="h", y=1.01, x=0, yanchor="bottom"),
-        margin=dict(t=140),
+        margin=dict(t=70),
     )
     return fig
