@@ -65,7 +65,7 @@ def main():
     rtol, atol = args.t, args.t / 10
     counts, rules = [], []
     for u in args.u:
-        field = model.field.bind(torch.tensor([[u, 0.0]]), h0)
+        field = model.field.bind(torch.tensor([[float(u), 0.0]]), h0)
         calls = [0]
 
         def counted(t, y, field=field, calls=calls):
