@@ -362,3 +362,61 @@ def load(path: Path) -> Loaded:
     except (CheckpointError, FileNotFoundError, ValueError) as err:
         st.error(missing_checkpoint_message(path, err))
         st.stop()
+
+
+# ---------------------------------------------------------------- long computations on their own thread
+@dataclass
+class BackgroundJob:
+    """A computation that runs on its own thread while pages poll it: its progress, then its result or error."""
+
+    progress: float = 0.0
+    result: object = None
+    error: str | None = None
+    done: bool = False
+
+
+BACKGROUND_ENTRIES = 16
+
+
+@st.cache_resource
+def _background_store() -> tuple[OrderedDict, threading.Lock]:
+    return OrderedDict(), threading.Lock()
+
+
+def background(loaded: Loaded, name: str, key: tuple, fn, what: str) -> BackgroundJob:
+    """fn(model, tok, on_progress) once per (name, key) per process, on a thread of its own that holds the model's
+    lock as background work: between two progress reports it lets a waiting page's own computation go first.
+    Returns the job at once; the page shows job.progress until job.done."""
+    store, lock = _background_store()
+    full_key = (name, loaded.key) + tuple(key)
+    with lock:
+        job = store.get(full_key)
+        if job is not None and not (job.done and job.error):
+            store.move_to_end(full_key)
+            return job
+        job = store[full_key] = BackgroundJob()
+        while len(store) > BACKGROUND_ENTRIES:
+            oldest = next((k for k, j in store.items() if j.done), None)
+            if oldest is None:
+                break
+            del store[oldest]
+
+    def on_progress(fraction: float):
+        job.progress = float(fraction)
+        loaded.lock.pause_for_foreground()
+
+    def work():
+        torch.set_num_threads(1)  # the page's thread and the browser keep a core
+        loaded.lock.acquire(background=True)
+        try:
+            job.result = fn(loaded.model, loaded.tok, on_progress)
+        except (SolverStepLimitError, ValueError) as err:
+            job.error = f"Cannot compute {what}: {err}"
+        except Exception as err:  # noqa: BLE001 - shown on the page, not lost on a thread
+            job.error = f"{what} failed: {type(err).__name__}: {err}"
+        finally:
+            loaded.lock.release()
+            job.done = True
+
+    threading.Thread(target=work, name=f"lab-{name}", daemon=True).start()
+    return job

@@ -7,9 +7,11 @@ from lab_ui import models, widgets
 from steering.analysis.alignment import regimes_over_prompts
 from steering.analysis.inputs import PATH_SOLVER, REFERENCE_SOLVER
 from steering.analysis.regimes import tolerance_scaling
+from steering.analysis.regimes_map import PAST_END_NOTE, default_tolerance_reading, regimes_map
 from steering.analysis.solver_trace import field_geometry, neighbour_across_switch, solver_traces, trace_reading
 from steering.data.heldout import PROBE_PROMPT_VARIANTS
 from steering.figures.regimes import alignment_figure, nfe_regimes_figure, tolerance_figure
+from steering.figures.regimes_map import regimes_map_figure
 from steering.figures.solver_trace import field_heatmaps_figure, step_trace_figure
 from steering.lab import compute, logic
 from steering.model.ode import SolverConfig
@@ -24,6 +26,89 @@ header = widgets.page_header(
     "prompts against chance.",
 )
 loaded, prompt = header.loaded, header.prompt
+
+st.subheader("The regimes map: NFE over u and tolerance")
+st.caption(
+    "Each cell is one dopri5 solve (rtol = t, atol = t/10, landing on τ = 1) at 41 u × 25 tolerances, plus the "
+    "middle of each band. Its reason: cap-limited (no mark: no step rejected, every step grew by torchdiffeq's 10× "
+    "cap, so the first step h sets the count, 2 + 6k with k the steps h, 10·h, … need to reach τ = 1), "
+    "error-limited (○: the error held a step's growth under the cap) or rejected (×). The dotted lines bound the "
+    "tolerances where the first-step rule splits NFE over u into two levels; the slider under the map picks the "
+    "tolerance drawn beneath, with h(u) against its thresholds 1/11, 1/111, …"
+)
+past_end = False
+if getattr(loaded.model.config, "field_basis", 0):  # a depth field: its weights past τ = 1 are extrapolated
+    past_end = st.toggle(
+        "Step past τ = 1 and interpolate back (torchdiffeq's default), for comparison",
+        key="w_reg_past_end",
+        help=PAST_END_NOTE,
+    )
+    if past_end:
+        st.caption(PAST_END_NOTE)
+job = models.background(
+    loaded,
+    "regimes_map",
+    (prompt, past_end),
+    lambda model, tok, on_progress: regimes_map(model, tok, prompt, past_end=past_end, on_progress=on_progress),
+    what="the regimes map",
+)
+
+
+@st.fragment(run_every=1.0)
+def _map_progress():
+    if job.done:
+        st.rerun()
+    st.progress(job.progress, text=f"Solving the map in the background (41 u × 25 tolerances)… {job.progress:.0%}")
+
+
+if not job.done:
+    _map_progress()
+elif job.error:
+    st.error(logic.escape_markdown(job.error))
+else:
+    pmap = job.result
+    st.markdown(
+        logic.bold_then_plain("What sets the level at the default tolerance: ", default_tolerance_reading(pmap))
+    )
+    band_rows = dict(zip(pmap.band_rows, pmap.cap_bands))
+    if st.session_state.get("w_reg_map_for") != (prompt, past_end):
+        st.session_state["w_reg_map_for"] = (prompt, past_end)
+        st.session_state["w_reg_map_row"] = pmap.row(1e-3)
+    if band_rows:
+        first_row, band = next(iter(band_rows.items()))
+        if st.button(
+            f"Jump to the band's middle (t = {band.t_middle:.3g}), where the two regimes show",
+            key="w_reg_map_jump",
+        ):
+            st.session_state["w_reg_map_row"] = first_row
+    widgets.plot(
+        widgets.styled(regimes_map_figure(pmap, st.session_state["w_reg_map_row"]), height=900), key="regimes_map"
+    )
+    st.dataframe(
+        [
+            {
+                "kind": b.kind,
+                "t from": float(f"{b.t_low:.4g}"),
+                "t to": float(f"{b.t_high:.4g}"),
+                "edges": "bisection on t" if b.bisected else "grid rows",
+                "NFE levels": "/".join(str(v) for v in b.levels),
+                "switch u": ", ".join(f"{x:+.2f}" for x in b.switch_u),
+                "predicted switch u": ""
+                if b.predicted_switch_u is None
+                else ", ".join(f"{x:+.2f}" for x in b.predicted_switch_u),
+            }
+            for b in pmap.bands
+        ],
+        hide_index=True,
+        width="stretch",
+    )
+    if pmap.why_no_band:
+        st.markdown(logic.bold_then_plain("No band of the first-step rule: ", pmap.why_no_band))
+    if pmap.exceptions:
+        st.warning(f"{len(pmap.exceptions)} cap-limited cells take another count than the first-step rule's.")
+    st.caption(f"{pmap.solves} solves in {pmap.seconds:.1f} s.")
+
+st.subheader("NFE against u at one tolerance, both solvers")
 
 c1, c2, c3, c4 = st.columns(4)
 tol = c1.select_slider(

@@ -11,8 +11,10 @@ from pathlib import Path
 import streamlit as st
 
 from lab_ui import models, widgets
-from steering.evaluation.results_table import DEFAULT_OUT, load_results, results_folder, section_title
+from steering.evaluation.regimes_claim import regimes_map_paragraph
+from steering.evaluation.results_table import DEFAULT_OUT, PAPER, load_results, results_folder, section_title
 from steering.figures.results import accuracy_fluency_figure
+from steering.lab import logic
 
 checkpoint = models.checkpoint_dir()
 folder = Path(os.environ.get("STEERING_RESULTS") or results_folder(checkpoint))
@@ -58,6 +60,13 @@ st.dataframe(
     hide_index=True,
     width="stretch",
 )
+
+if "regimes_map" in results.get("solver_probing", {}):
+    st.subheader("The paper's two regimes against the regimes map")
+    st.markdown(
+        logic.escape_markdown(regimes_map_paragraph(results["solver_probing"]["regimes_map"], PAPER["nfe_regimes"]))
+        + " The map itself, per prompt: the Regimes page."
+    )
 
 for skipped in results.get("skipped", []):
     st.markdown(f"**Skipped: {section_title(skipped['section'])}.** {skipped['why']}.")

@@ -324,3 +324,30 @@ def test_wordprobe_gives_the_evaluations_probe_on_each_prompt(small_checkpoint, 
     shares = [row["bad_neg"] for row in out["prompts"]]
     assert out["bad_neg_min"] == min(shares) and out["bad_neg_mean"] == pytest.approx(sum(shares) / len(shares))
     assert all(0 < row["good_pos"] < 1 and 0 < row["bad_neg"] < 1 for row in out["prompts"])
+
+
+def test_regimes_map_json_has_the_promised_shape(small_checkpoint, capsys):
+    out = run_json(
+        capsys,
+        "analyze",
+        "regimes-map",
+        "--checkpoint",
+        str(small_checkpoint),
+        "--n-u",
+        "3",
+        "--n-t",
+        "3",
+        "--t-min",
+        "1e-4",
+        "--t-max",
+        "1e-2",
+        "--json",
+    )
+    (p,) = out["prompts"]
+    assert p["prompt"] == "The movie was" and len(p["u"]) == 3 and len(p["t"]) >= 3
+    assert len(p["nfe"]) == len(p["reason"]) == len(p["t"]) and all(len(row) == 3 for row in p["nfe"])
+    assert {r for row in p["reason"] for r in row} <= {"cap-limited", "error-limited", "rejected"}
+    for band in p["bands"]:
+        assert {"kind", "t_low", "t_high", "switch_u", "predicted_switch_u"} <= set(band)
+    assert isinstance(p["exceptions"], list) and out["past_end"] is False and p["max_tau"] <= 1.0 + 1e-6
+    assert "NFE" in p["default_reading"]

@@ -394,8 +394,33 @@ def test_regimes_page_shows_every_switch_and_the_alignment_test(lab_env):
     assert len(labelled) == n_switches and all("→" in t for t in labelled)
     strip = chart(at, "alignment")
     assert {t["name"] for t in strip["data"]} >= {"NFE switch", "semantic crossover"}
-    table = at.dataframe[0].value
+    table = next(d.value for d in at.dataframe if "prompt" in d.value)  # the map's bands table may come first
     assert list(table["prompt"]) == list(PROBE_PROMPT_VARIANTS) and {"crossover", "distance", "aligned"} <= set(table)
+
+
+def test_regimes_page_fills_the_map_in_the_background_and_says_what_sets_the_level(lab_env):
+    import time
+
+    at = run_app({"prompt": "The movie was"}, page="pages/regimes.py")
+    no_exception(at)
+    deadline = time.monotonic() + 240
+    while not any(e.proto.id and "regimes_map" in e.proto.id for e in at.get("plotly_chart")):
+        assert time.monotonic() < deadline, "the map never arrived"
+        assert any("Solving the map" in (getattr(p.proto, "text", "") or "") for p in at.get("progress")) or at.error
+        time.sleep(2)
+        at.run()
+        no_exception(at)
+    figure = chart(at, "regimes_map")
+    rows = len(values(figure["data"][0]["y"]))
+    assert rows >= 25 and len(figure["layout"]["sliders"][0]["steps"]) == rows  # every tolerance on the slider
+    reading = next(m.value for m in at.markdown if "What sets the level" in m.value)
+    assert re.search(r"\d+ NFE", reading)
+    jump = [b for b in at.button if b.label.startswith("Jump to the band")]
+    if jump:  # the button moves the slider to the band's middle, where NFE over u takes two levels
+        jump[0].click().run()
+        figure = chart(at, "regimes_map")
+        active = figure["layout"]["sliders"][0]["active"]
+        assert len(set(values(figure["layout"]["sliders"][0]["steps"][active]["args"][0]["y"][1]))) >= 2
 
 
 def test_regimes_page_reads_the_step_trace_and_the_field_over_u_and_tau(lab_env):

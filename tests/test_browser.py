@@ -60,8 +60,10 @@ def test_slider_steers_text_and_plot_in_the_browser(lab_url):
             page.wait_for_selector("h1", timeout=300_000)
             wait_until_idle(page, timeout=300)
             no_traceback(page)
-            if name == "regimes":  # the step trace and the (u, τ) heatmaps sit below the first screen
-                for heading in ("Why this many steps?", "Speed, turn and stretching"):
+            if name == "regimes":  # the map fills in the background; the step trace and heatmaps sit below
+                page.wait_for_selector(".st-key-regimes_map", timeout=300_000)
+                wait_until_idle(page, timeout=300)
+                for heading in ("The regimes map", "Why this many steps?", "Speed, turn and stretching"):
                     assert shows_chart_under(page, heading), heading
             full_page_screenshot(page, SHOTS / f"{name}.png")
 

@@ -106,9 +106,10 @@ class SolverTrace:
 class _Recorder(torch.nn.Module):
     """f(τ, H) as torchdiffeq calls it, keeping every evaluation and the solver's step callbacks."""
 
-    def __init__(self, f):
+    def __init__(self, f, tau_end: float | None = 1.0):
         super().__init__()
         self.f = f
+        self.tau_end = tau_end  # where the solve's last step is cut to land (None: it may step past the end)
         self.calls: list[tuple[torch.Tensor, torch.Tensor]] = []  # (H, f(τ, H)) in call order
         self.attempts: list[tuple[float, torch.Tensor, torch.Tensor, int]] = []  # (τ0, H0, dt, first call)
         self.decisions: list[bool] = []
@@ -120,7 +121,8 @@ class _Recorder(torch.nn.Module):
 
     def callback_step(self, t0, y0, dt):
         # torchdiffeq reports the step it proposes, then shortens it to land on τ = 1 (ode.adaptive_options)
-        self.attempts.append((float(t0), y0, torch.minimum(dt, 1.0 - t0), len(self.calls)))
+        taken = dt if self.tau_end is None else torch.minimum(dt, self.tau_end - t0)
+        self.attempts.append((float(t0), y0, taken, len(self.calls)))
 
     def callback_accept_step(self, t0, y0, dt):
         self.decisions.append(True)
@@ -148,16 +150,22 @@ def _rk_tableau(method: str, y0: torch.Tensor):
     )
 
 
-def _first_step(rec: _Recorder, rtol, atol, order: int) -> FirstStep:
-    """The terms of torchdiffeq's _select_initial_step, from the two evaluations it made."""
-    (y0, f0), (_, f1) = rec.calls[0], rec.calls[1]
+def first_step_terms(y0, f0, f1, rtol, atol, order: int, h: float | None = None) -> FirstStep:
+    """The terms of torchdiffeq's _select_initial_step from its two evaluations, f0 = f(0, y0) and
+    f1 = f(h0, y0 + h0·f0); h: the step it tried (default min(100·h0, h1))."""
     scale = atol + torch.abs(y0) * rtol
     d0, d1 = float(_rms_norm(y0 / scale)), float(_rms_norm(f0 / scale))
     h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
     d2 = float(_rms_norm((f1 - f0) / scale)) / h0
     h1 = max(1e-6, h0 * 1e-3) if d1 <= 1e-15 and d2 <= 1e-15 else (0.01 / max(d1, d2)) ** (1.0 / order)
-    h = float(rec.attempts[0][2])
+    h = min(100 * h0, h1) if h is None else h
     return FirstStep(h=h, h0=h0, h1=h1, d0=d0, d1=d1, d2=d2, chosen_by="100·h0" if 100 * h0 <= h1 else "h1")
+
+
+def _first_step(rec: _Recorder, rtol, atol, order: int) -> FirstStep:
+    """The terms of torchdiffeq's _select_initial_step, from the two evaluations it made."""
+    (y0, f0), (_, f1) = rec.calls[0], rec.calls[1]
+    return first_step_terms(y0, f0, f1, rtol, atol, order, h=float(rec.attempts[0][2]))
 
 
 def _error_ratios(rec: _Recorder, method: str, rtol: float, atol: float) -> list[float]:
@@ -184,12 +192,13 @@ def _error_ratios(rec: _Recorder, method: str, rtol: float, atol: float) -> list
     return ratios
 
 
-def trace_solve(f, h0: torch.Tensor, solver: SolverConfig) -> tuple[_Recorder, torch.Tensor]:
+def trace_solve(f, h0: torch.Tensor, solver: SolverConfig, past_end: bool = False) -> tuple[_Recorder, torch.Tensor]:
     """Integrate dH/dτ = f(τ, H) from h0 over [0, 1] with an adaptive solver (its step cap kept),
-    recording every evaluation and step decision; the recorder and H(1)."""
+    recording every evaluation and step decision; the recorder and H(1). past_end: as torchdiffeq does by
+    default, the last step may run past τ = 1 (ode.adaptive_options)."""
     if solver.is_fixed:
         raise ValueError(f"{solver.method} takes fixed steps; a step trace needs an adaptive solver")
-    rec = _Recorder(f)
+    rec = _Recorder(f, None if past_end else 1.0)
     t = torch.tensor([0.0, 1.0], dtype=h0.dtype, device=h0.device)
     try:
         states = odeint(
@@ -199,7 +208,7 @@ def trace_solve(f, h0: torch.Tensor, solver: SolverConfig) -> tuple[_Recorder, t
             method=solver.method,
             rtol=solver.rtol,
             atol=solver.atol,
-            options=adaptive_options(solver.max_steps),
+            options=adaptive_options(solver.max_steps, past_end=past_end),
         )
     except AssertionError as err:
         if "max_num_steps" in str(err):

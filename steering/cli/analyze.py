@@ -28,6 +28,7 @@ KINDS = (
     "wordprobe",
     "curvature",
     "solver-trace",
+    "regimes-map",
 )
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "steering-analysis-cache"
 
@@ -97,6 +98,15 @@ def add_analyze_args(p):
         help="adaptive solvers compared (regimes)",
     )
     p.add_argument("--tolerances", type=float, nargs="+", default=[1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8])
+    p.add_argument("--t-min", type=float, default=1e-8, help="tightest tolerance of the map (regimes-map)")
+    p.add_argument("--t-max", type=float, default=1e-2, help="loosest tolerance of the map (regimes-map)")
+    p.add_argument("--n-t", type=int, default=25, help="tolerances of the map, log-spaced (regimes-map; at least 2)")
+    p.add_argument(
+        "--past-end",
+        action="store_true",
+        help="regimes-map: solve as torchdiffeq does by default, the last step past τ = 1 and interpolated back "
+        "(a comparison: past τ = 1 a depth field's weights are extrapolated)",
+    )
     p.add_argument("--reference-rtol", type=float, default=1e-7, help="dopri5 reference (divergence, curvature)")
     p.add_argument("--reference-atol", type=float, default=1e-9, help="dopri5 reference (divergence, curvature)")
     p.add_argument("--n-tau", type=int, default=None, help="τ grid points (default 33; lens 11)")
@@ -167,8 +177,8 @@ def run_analyze(args, solver_for) -> None:
     """solver_for(the checkpoint's training solver) -> the solver the flags ask for."""
     from ..training.checkpoint import load_checkpoint
 
-    if args.prompt_set is not None and args.kind != "regimes":
-        raise ValueError(f"--prompt-set applies to regimes, not {args.kind}")
+    if args.prompt_set is not None and args.kind not in ("regimes", "regimes-map"):
+        raise ValueError(f"--prompt-set applies to regimes and regimes-map, not {args.kind}")
     from ..model.controls import control_from_args, internal_axis
     from ..model.ode import CONTROL_AXES
 
@@ -574,6 +584,73 @@ def _solver_trace(args, model, tok, u, solver, n_tau):
     return t.to_dict(), "\n".join(lines)
 
 
+def _map_tolerances(args) -> list[float]:
+    from ..analysis.regimes_map import DEFAULT_TOLERANCES
+
+    if (args.t_min, args.t_max, args.n_t) == (1e-8, 1e-2, 25):
+        return list(DEFAULT_TOLERANCES)
+    if args.n_t < 2 or not 1e-12 <= args.t_min < args.t_max <= 1.0:
+        raise ValueError("the map needs --n-t >= 2 and 1e-12 <= --t-min < --t-max <= 1")
+    return [float(f"{t:.6g}") for t in np.geomspace(args.t_min, args.t_max, args.n_t)]
+
+
+def _regimes_map(args, model, tok, u, solver, n_tau):
+    from ..analysis.regimes_map import REASONS, default_tolerance_reading, regimes_map
+
+    prompts = prompt_set(args.prompt_set, tok, args.n_prompts) if args.prompt_set else [args.prompt]
+    other = args.style if args.axis == "sentiment" else args.sentiment
+    tolerances, grid = _map_tolerances(args), _grid(args)
+    maps = [
+        regimes_map(
+            model,
+            tok,
+            p,
+            grid,
+            tolerances,
+            axis=args.axis,
+            other=other,
+            max_steps=args.max_steps,
+            past_end=args.past_end,
+        )
+        for p in prompts
+    ]
+    with_band = [m for m in maps if m.cap_bands]
+    lines = [
+        f"dopri5 over {len(grid)} u in [{grid[0]:g}, {grid[-1]:g}] x {len(tolerances)} tolerances t in "
+        f"[{min(tolerances):g}, {max(tolerances):g}] (rtol t, atol t/10), "
+        + ("stepping past τ = 1 as torchdiffeq does by default" if args.past_end else "every solve landing on τ = 1")
+        + f": a cap-limited band on {len(with_band)} of {len(maps)} prompts; "
+        f"{sum(len(m.exceptions) for m in maps)} cap-limited cells off the first-step rule's NFE"
+    ]
+    for m in maps:
+        lines.append(f"{m.prompt!r} ({m.solves} solves, {m.seconds:.1f} s):")
+        for b in m.bands:
+            predicted = (
+                ""
+                if b.predicted_switch_u is None
+                else f", predicted {', '.join(f'{x:+.3f}' for x in b.predicted_switch_u)}"
+            )
+            lines.append(
+                f"  {b.kind} band t in [{b.t_low:.4g}, {b.t_high:.4g}] (middle {b.t_middle:.4g}"
+                f"{', bisected' if b.bisected else ', grid rows'}): NFE {'/'.join(str(v) for v in b.levels)}, "
+                f"switch u {', '.join(f'{x:+.2f}' for x in b.switch_u) or 'none'}{predicted}"
+            )
+        if m.why_no_band:
+            lines.append(f"  no cap-limited band: {m.why_no_band}")
+        for e in m.exceptions:
+            lines.append(f"  exception: u {e['u']:+.2f}, t {e['t']:.4g}: NFE {e['nfe']}, predicted {e['predicted']}")
+        lines.append("  " + default_tolerance_reading(m))
+    report = {
+        "prompts": [m.to_dict() for m in maps],
+        "prompt_set": args.prompt_set,
+        "past_end": args.past_end,
+        "n_with_cap_band": len(with_band),
+        "n_exceptions": sum(len(m.exceptions) for m in maps),
+        "reasons": list(REASONS),
+    }
+    return report, "\n".join(lines)
+
+
 ANALYSES = {
     "trajectory": _trajectory,
     "pca": _pca,
@@ -590,4 +667,5 @@ ANALYSES = {
     "wordprobe": _wordprobe,
     "curvature": _curvature,
     "solver-trace": _solver_trace,
+    "regimes-map": _regimes_map,
 }

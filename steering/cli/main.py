@@ -520,11 +520,17 @@ ARGUMENTS["analyze"] = _analyze_args
 def _experiments(args):
     from ..evaluation.experiments import run
 
-    print(run(args.checkpoint, args.baseline, args.out, quick=args.quick))
+    print(run(args.checkpoint, args.baseline, args.out, quick=args.quick, only=args.only))
 
 
 def _experiments_args(p):
     p.add_argument("--quick", action="store_true", help="small sizes everywhere (for tests; minutes become seconds)")
+    p.add_argument(
+        "--only",
+        choices=("regimes-map",),
+        default=None,
+        help="recompute one section into the existing results.json (and rewrite results.md)",
+    )
     p.add_argument(
         "--out",
         default=None,

@@ -601,6 +601,7 @@ def run_experiments(
         "curvature": timed("path curvature", lambda: path_curvature(hybrid, tok, size, subject)),
     }
     results["solver_probing"] = timed("solver probing", lambda: solver_probing(hybrid, tok, size, subject))
+    results["solver_probing"]["regimes_map"] = timed("regimes map", lambda: _regimes_map(hybrid, tok, size, subject))
     probing = results["solver_probing"]
     results["second_paper"] = timed(
         "second paper", lambda: second_paper(hybrid, tok, size, probing["segments"], subject)
@@ -640,7 +641,39 @@ def run_experiments(
     return results
 
 
-def run(checkpoint, baseline, out, quick: bool) -> str:
+def _regimes_map(model, tok, size: Size, subject: Subject) -> dict:
+    from .regimes_claim import regimes_map_section
+
+    prompts = subject.prompt_sets.get("probe", (None, [subject.prompt]))[1]
+    return regimes_map_section(model, tok, prompts, subject.targets, size.regimes_points, quick=size.quick)
+
+
+def rerun_regimes_map(checkpoint, out) -> str:
+    """Only the regimes map's section, into an existing results.json; the table and results.md rewritten."""
+    from .results_table import load_results
+
+    out = results_folder(checkpoint) if out is None else Path(out)
+    results = load_results(out)
+    if results is None:
+        raise ValueError(f"no results.json in {out}: run `python -m steering experiments` first")
+    model, tok, config = load_checkpoint(checkpoint)
+    size = QUICK if results["meta"]["quick"] else FULL
+    from ..training.checkpoint import is_user_checkpoint
+
+    subject = (
+        user_subject(checkpoint, config, tok, size) if is_user_checkpoint(checkpoint) else shipped_subject(tok, size)
+    )
+    start = time.perf_counter()
+    results["solver_probing"]["regimes_map"] = without_none(jsonable(_regimes_map(model, tok, size, subject)))
+    results["meta"]["seconds"]["regimes map"] = time.perf_counter() - start
+    results["table"] = table_rows(results)
+    json_path, md_path = write_results(results, out)
+    return f"wrote {json_path} and {md_path} (the regimes map: {time.perf_counter() - start:.0f} s)"
+
+
+def run(checkpoint, baseline, out, quick: bool, only: str | None = None) -> str:
+    if only == "regimes-map":
+        return rerun_regimes_map(checkpoint, out)
     results = run_experiments(checkpoint, baseline, quick=quick)
     out = results_folder(checkpoint) if out is None else out
     json_path, md_path = write_results(results, out)

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..training.checkpoint import DEFAULT_CHECKPOINT
+from .regimes_claim import regimes_map_paragraph, regimes_map_rows
 
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "assets" / "results"
 PROMPT = "The movie was"  # the shipped model's subject (experiments.shipped_subject)
@@ -332,6 +333,8 @@ def _solver_probing_rows(sp: dict, subject: dict) -> list[tuple]:
     ]
     if "curvature_by_level" in sp:  # results.json from before issue 35 lack these
         rows += _why_nfe_rows(sp)
+    if "regimes_map" in sp:  # and these, from before issue 54
+        rows += regimes_map_rows(sp["regimes_map"], PAPER["nfe_regimes"])
     for name, a in sp.get("alignment", {}).items():
         label = a.get("label") or SHIPPED_PROMPT_SETS[name]
         rows.append(
@@ -564,6 +567,9 @@ def results_markdown(r: dict) -> str:
     ]
     verdict = alignment_verdict(r["solver_probing"], prompt=subject["prompt"])
     lines += ["", "## The paper's alignment claim", "", verdict]
+    if "regimes_map" in r["solver_probing"]:
+        paragraph = regimes_map_paragraph(r["solver_probing"]["regimes_map"], PAPER["nfe_regimes"])
+        lines += ["", "## The paper's two regimes against the regimes map", "", paragraph]
     if r.get("skipped"):
         lines += ["", "## Skipped", ""] + [f"- {section_title(k['section'])}: {k['why']}" for k in r["skipped"]]
     if "activation_steering" not in r:

@@ -29,12 +29,15 @@ CONTROL_AXES = ("sentiment", "style")
 CONTROL_LIMIT = 3.0
 
 
-def adaptive_options(max_steps: int, tau_end: float = 1.0) -> dict:
+def adaptive_options(max_steps: int, tau_end: float = 1.0, past_end: bool = False) -> dict:
     """torchdiffeq's options for an adaptive solve that ends at tau_end: the step cap, and a last step that
     lands on tau_end. Left alone, torchdiffeq lets the last step run past the end and interpolates back, so
     the field is evaluated beyond τ = 1: for a depth-varying field that is its weights extrapolated past the
     depth they were trained on, and the error out there, not the flow's, set dopri5's step count
-    (docs/journal.md, "dopri5 stepped past τ = 1")."""
+    (docs/journal.md, "dopri5 stepped past τ = 1"). past_end=True keeps torchdiffeq's default (the regimes
+    map's comparison, `analyze regimes-map --past-end`)."""
+    if past_end:
+        return {"max_num_steps": max_steps}
     return {"max_num_steps": max_steps, "step_t": torch.tensor([float(tau_end)], dtype=torch.float64)}
 
 

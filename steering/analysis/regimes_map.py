@@ -1,0 +1,538 @@
+"""The regimes map: dopri5's NFE over (u, tolerance), why each cell's count is what it is, and the tolerance
+bands in which NFE over u takes two levels or more.
+
+Each cell is one dopri5 solve of the prompt's block at control u and tolerance t (rtol = t, atol = t/10),
+landing on τ = 1 (ode.adaptive_options; `past_end` solves as torchdiffeq does by default instead, stepping
+past τ = 1 and interpolating back). Its step decisions come from solver_trace's recorder, and each cell gets
+a reason:
+  cap-limited    no step rejected, and every step after the first grew by torchdiffeq's 10× cap (the last
+                 one may be cut to land on τ = 1): the count is the first-step rule's, 2 + 6·k NFE with k
+                 the least number of steps h, 10·h, 100·h, … that reach τ = 1 (k steps need h ≥ 9/(10^k − 1):
+                 1, 1/11, 1/111, …);
+  error-limited  no step rejected, but the error held some step's growth under the cap;
+  rejected       at least one step was rejected.
+
+The first step h is torchdiffeq's min(100·h0, h1) (solver_trace.first_step_terms). With atol = rtol/10 the
+tolerance scale atol + rtol·|H0| is t·(0.1 + |H0|): h0 = 0.01·d0/d1 does not depend on t, and
+h1 = (0.01/max(d1, d2))^(1/5) grows as t^(1/5). So one solve's two initial evaluations per u give h(u, t) at
+every t: h(u, t) = min(100·h0(u), h1(u, t_ref)·(t/t_ref)^(1/5)). Where h's range over u straddles a
+threshold, the first-step rule predicts two levels; those bands are then found with real solves, their
+edges by bisection on t, and their middle solved as a row of the map.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torchdiffeq._impl.odeint import SOLVERS as TORCHDIFFEQ_SOLVERS
+
+from ..model.ode import SolverConfig
+from .changepoints import level_switches
+from .inputs import axis_control, prompt_tensor, u_grid_array
+from .regimes import DEFAULT_U_GRID
+from .solver_trace import EVALS_BEFORE_FIRST_STEP, GROWTH_CAP, field_under_control, first_step_terms, trace_solve
+
+# 25 tolerances, four per decade over [1e-8, 1e-2] (1e-3, the regimes sweep's default, among them)
+DEFAULT_TOLERANCES = tuple(float(f"{10.0**e:.6g}") for e in np.linspace(-8.0, -2.0, 25))
+ATOL_RATIO = 0.1  # atol = t/10, rtol = t: the regimes sweep's pair
+REASONS = ("cap-limited", "error-limited", "rejected")
+BAND_KINDS = REASONS
+METHOD = "dopri5"
+EVALS_PER_STEP = len(TORCHDIFFEQ_SOLVERS[METHOD].tableau.beta)  # 6: the first-same-as-last stage is reused
+ORDER = TORCHDIFFEQ_SOLVERS[METHOD].order  # 5: h1 = (0.01 / max(d1, d2))^(1/5)
+BISECTION_PRECISION = 1.01  # a band edge is bracketed within this factor of t
+PAST_END_NOTE = (
+    "Past τ = 1 a depth field's weights are polynomials extrapolated beyond the depth they were trained on: a step "
+    "that reaches there is judged on the error out there, so these levels are not the flow's on [0, 1]."
+)
+
+
+def steps_to_end(h: float, growth: float = GROWTH_CAP) -> int:
+    """The least k for which steps h, growth·h, growth²·h, … (k of them) reach τ = 1."""
+    if not h > 0:
+        raise ValueError(f"the first step must be positive, got {h!r}")
+    k, reach, step = 1, h, h
+    while reach < 1.0:
+        step *= growth
+        reach += step
+        k += 1
+    return k
+
+
+def step_threshold(k: int, growth: float = GROWTH_CAP) -> float:
+    """The smallest first step for which k steps reach τ = 1 under the growth cap: 1, 1/11, 1/111, …"""
+    return (growth - 1.0) / (growth**k - 1.0)
+
+
+def predicted_nfe(h: float) -> int:
+    """The first-step rule's NFE for a cap-limited dopri5 solve: 2 + 6·k."""
+    return EVALS_BEFORE_FIRST_STEP + EVALS_PER_STEP * steps_to_end(h)
+
+
+@dataclass
+class Cell:
+    nfe: int
+    accepted: int
+    rejected: int
+    first_step: float  # the first step torchdiffeq tried: min(100·h0, h1)
+    reason: str  # one of REASONS
+    max_tau: float  # the furthest τ the field was evaluated at (past 1 only with past_end)
+
+    @property
+    def predicted(self) -> int | None:
+        return predicted_nfe(self.first_step) if self.reason == "cap-limited" else None
+
+
+def cell_reason(steps: list[float], decisions: list[bool]) -> str:
+    """Why a solve took its count, from its attempted step sizes (as taken) and the solver's decisions."""
+    if not all(decisions):
+        return "rejected"
+    # the last step ends the solve (cut to land on τ = 1, or past it): only the ones between must have grown 10×
+    grew = all(b >= GROWTH_CAP * a * (1 - 1e-6) for a, b in zip(steps[:-2], steps[1:-1]))
+    return "cap-limited" if grew else "error-limited"
+
+
+def solve_cell(f, h0: torch.Tensor, t: float, max_steps: int = 2000, past_end: bool = False) -> tuple[Cell, tuple]:
+    """One dopri5 solve at rtol t, atol t/10: its Cell, and its first two evaluations (y0, f0, f1)."""
+    solver = SolverConfig(METHOD, rtol=float(t), atol=float(t) * ATOL_RATIO, max_steps=max_steps)
+    rec, _ = trace_solve(f, h0, solver, past_end=past_end)
+    steps = [float(dt) for _, _, dt, _ in rec.attempts]
+    taus = [t0 + float(dt) for t0, _, dt, _ in rec.attempts]
+    cell = Cell(
+        nfe=len(rec.calls),
+        accepted=sum(rec.decisions),
+        rejected=len(rec.decisions) - sum(rec.decisions),
+        first_step=steps[0],
+        reason=cell_reason(steps, rec.decisions),
+        max_tau=max(taus),
+    )
+    return cell, (rec.calls[0][0], rec.calls[0][1], rec.calls[1][1])
+
+
+@dataclass
+class FirstStepRule:
+    """h(u, t) for the map's tolerances (atol = t/10), from one solve's first two evaluations per u."""
+
+    speed_bound: np.ndarray  # [n_u] 100·h0, the same at every t
+    change_bound_ref: np.ndarray  # [n_u] h1 at t_ref
+    t_ref: float
+
+    def h(self, t) -> np.ndarray:
+        """[n_u] (or [n_t, n_u] for an array of t) the first step at tolerance t."""
+        t = np.asarray(t, dtype=float)
+        change = self.change_bound_ref * (t[..., None] / self.t_ref) ** (1.0 / ORDER)
+        return np.minimum(self.speed_bound, change)
+
+    def chosen_by(self, t: float) -> list[str]:
+        change = self.change_bound_ref * (t / self.t_ref) ** (1.0 / ORDER)
+        return ["100·h0" if s <= c else "h1" for s, c in zip(self.speed_bound, change)]
+
+    def crossing_t(self, threshold: float) -> np.ndarray:
+        """[n_u] the t at which h(u, t) reaches threshold (inf where the speed bound keeps it below)."""
+        t = self.t_ref * (threshold / self.change_bound_ref) ** ORDER
+        return np.where(self.speed_bound >= threshold, t, np.inf)
+
+    def to_dict(self) -> dict:
+        return {"speed_bound": self.speed_bound, "change_bound_ref": self.change_bound_ref, "t_ref": self.t_ref}
+
+
+def crossings(u: np.ndarray, h: np.ndarray, threshold: float) -> list[float]:
+    """Every u where h crosses threshold, interpolated linearly in log h between grid points."""
+    side = h >= threshold
+    out = []
+    for k in np.flatnonzero(side[1:] != side[:-1]):
+        a, b = math.log(h[k] / threshold), math.log(h[k + 1] / threshold)
+        out.append(float(u[k] + (u[k + 1] - u[k]) * a / (a - b)))
+    return out
+
+
+@dataclass
+class Band:
+    kind: str  # cap-limited, error-limited or rejected
+    t_low: float
+    t_high: float
+    switch_u: list[float]  # the NFE profile's switches at the band's middle tolerance
+    predicted_switch_u: list[float] | None  # where h(u) crosses the threshold (cap-limited bands)
+    levels: list[int]  # the NFE levels at the middle
+    threshold: float | None = None  # the first step that separates the levels (cap-limited bands)
+    bisected: bool = False  # edges by bisection on t (else: the grid rows it spans)
+
+    @property
+    def t_middle(self) -> float:
+        return math.sqrt(self.t_low * self.t_high)
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "t_middle": self.t_middle}
+
+
+@dataclass
+class PromptMap:
+    prompt: str
+    u: np.ndarray  # [n_u]
+    t: np.ndarray  # [n_t] ascending: the grid, plus each cap-limited band's middle
+    nfe: np.ndarray  # [n_t, n_u]
+    accepted: np.ndarray
+    rejected: np.ndarray
+    first_step: np.ndarray  # [n_t, n_u] h as torchdiffeq tried it
+    reason: list[list[str]]  # [n_t][n_u]
+    predicted: np.ndarray  # [n_t, n_u] 2 + 6k in cap-limited cells, 0 elsewhere
+    bands: list[Band]
+    exceptions: list[dict]  # cap-limited cells whose NFE differs from the prediction
+    rule: FirstStepRule
+    band_rows: list[int]  # rows of t added for the bands' middles
+    past_end: bool
+    max_tau: float  # the furthest τ any solve evaluated the field at
+    why_no_band: str | None  # where no cap-limited band lies in the t range: why, from h's range over u
+    rule_error: float  # the largest relative gap between h(u, t) from the rule and the first step each solve took
+    seconds: float
+    solves: int  # dopri5 solves, the bisections' included
+    extra: dict = field(default_factory=dict)
+
+    def row(self, t: float) -> int:
+        """The row whose tolerance is nearest t (in log t)."""
+        return int(np.argmin(np.abs(np.log(self.t) - math.log(t))))
+
+    @property
+    def cap_bands(self) -> list[Band]:
+        return [b for b in self.bands if b.kind == "cap-limited"]
+
+    def to_dict(self) -> dict:
+        return {
+            "prompt": self.prompt,
+            "u": self.u,
+            "t": self.t,
+            "nfe": self.nfe,
+            "accepted": self.accepted,
+            "rejected": self.rejected,
+            "first_step": self.first_step,
+            "reason": self.reason,
+            "predicted": self.predicted,
+            "bands": [b.to_dict() for b in self.bands],
+            "exceptions": self.exceptions,
+            "band_rows": self.band_rows,
+            "first_step_rule": self.rule.to_dict(),
+            "past_end": self.past_end,
+            "max_tau": self.max_tau,
+            "why_no_band": self.why_no_band,
+            "first_step_rule_error": self.rule_error,
+            "default_reading": default_tolerance_reading(self),
+            "seconds": self.seconds,
+            "solves": self.solves,
+        }
+
+
+class _Solver:
+    """The prompt's block under each u of the grid, encoded once; rows of cells at any tolerance."""
+
+    def __init__(self, model, tok, prompt: str, grid, axis: str, other: float, max_steps: int, past_end: bool):
+        idx, _ = prompt_tensor(model, tok, prompt)
+        self.h0 = model.encode(idx)
+        controls = [torch.tensor([axis_control(float(v), axis, other)], device=idx.device) for v in grid]
+        self.fields = [field_under_control(model, self.h0, c) for c in controls]  # control features once per u
+        self.max_steps, self.past_end = max_steps, past_end
+        self.solves = 0
+
+    def row(self, t: float) -> tuple[list[Cell], list[tuple]]:
+        cells, firsts = [], []
+        for f in self.fields:
+            cell, first = solve_cell(f, self.h0, t, self.max_steps, self.past_end)
+            cells.append(cell)
+            firsts.append(first)
+        self.solves += len(self.fields)
+        return cells, firsts
+
+
+def _rule_from(firsts: list[tuple], t: float) -> FirstStepRule:
+    terms = [first_step_terms(y0, f0, f1, t, t * ATOL_RATIO, ORDER) for y0, f0, f1 in firsts]
+    return FirstStepRule(
+        speed_bound=np.array([100 * s.h0 for s in terms]), change_bound_ref=np.array([s.h1 for s in terms]), t_ref=t
+    )
+
+
+def _row_kind(cells: list[Cell]) -> str | None:
+    """The kind of a row whose NFE takes two levels or more (None: one level)."""
+    if len({c.nfe for c in cells}) < 2:
+        return None
+    reasons = {c.reason for c in cells}
+    return "rejected" if "rejected" in reasons else "error-limited" if "error-limited" in reasons else "cap-limited"
+
+
+def _switches(u, cells: list[Cell]) -> list[float]:
+    switches, _ = level_switches(u, np.array([c.nfe for c in cells], dtype=float))
+    return [float(s.u) for s in switches]
+
+
+def _bisect_edge(inside, t_in: float, t_out: float) -> float:
+    """The edge between t_in (inside(t) True) and t_out (False), bisected in log t to BISECTION_PRECISION;
+    returns the last t inside."""
+    while max(t_in, t_out) / min(t_in, t_out) > BISECTION_PRECISION:
+        mid = math.sqrt(t_in * t_out)
+        if inside(mid):
+            t_in = mid
+        else:
+            t_out = mid
+    return t_in
+
+
+def _cap_band(solve_row, u, rule, threshold: float, t_start: float, t_range, guess=(None, None)) -> Band | None:
+    """The cap-limited band around t_start (a tolerance where the first-step rule, or the grid, puts two levels),
+    both edges found by bisection on t with real solves (from the rule's predicted edges, `guess`, where given;
+    each guess is checked, and the search widens when it is wrong); None when the solves at t_start show no
+    cap-limited split. The band is cut at the ends of t_range."""
+
+    def split(t):
+        return _row_kind(solve_row(t)) == "cap-limited"
+
+    if not split(t_start):
+        return None
+    edges = []
+    for direction, limit, predicted in ((-1, t_range[0], guess[0]), (1, t_range[1], guess[1])):
+
+        def clip(t, direction=direction, limit=limit):
+            return max(t, limit) if direction < 0 else min(t, limit)
+
+        t_in, step = t_start, 1.25
+        if predicted is not None:
+            near_in = clip(predicted * 1.02 ** (-direction))
+            if (near_in - t_start) * direction > 0 and split(near_in):
+                t_in, step = near_in, 1.02**2 * 1.0001
+        while True:
+            t_out = clip(t_in * step**direction)
+            if t_out == t_in:  # the band reaches the end of the range
+                edges.append(t_in)
+                break
+            if not split(t_out):
+                edges.append(_bisect_edge(split, t_in, t_out))
+                break
+            t_in, step = t_out, step**2
+    low, high = edges
+    middle = math.sqrt(low * high)
+    cells = solve_row(middle)
+    return Band(
+        kind="cap-limited",
+        t_low=low,
+        t_high=high,
+        switch_u=_switches(u, cells),
+        predicted_switch_u=crossings(u, rule.h(middle), threshold),
+        levels=sorted({c.nfe for c in cells}),
+        threshold=threshold,
+        bisected=True,
+    )
+
+
+def _predicted_bands(rule: FirstStepRule, t_range) -> list[tuple[float, float, float]]:
+    """(threshold, low, high): the tolerances at which h's range over u straddles each threshold, within t_range."""
+    bands = []
+    for k in range(1, 12):
+        threshold = step_threshold(k)
+        t_cross = rule.crossing_t(threshold)
+        finite = t_cross[np.isfinite(t_cross)]
+        if finite.size == 0:
+            continue
+        low, high = max(float(finite.min()), t_range[0]), min(float(t_cross.max()), t_range[1])
+        if low < high:
+            bands.append((threshold, low, high))
+    return bands
+
+
+def _grid_bands(u, t, rows: list[list[Cell]]) -> list[Band]:
+    """Runs of consecutive grid rows that take two levels or more, by kind (edges: the rows' tolerances)."""
+    bands, run = [], []
+    kinds = [_row_kind(cells) for cells in rows]
+    for i in range(len(rows) + 1):
+        if i < len(rows) and kinds[i] is not None and (not run or kinds[run[-1]] == kinds[i]):
+            run.append(i)
+            continue
+        if run:
+            middle = run[len(run) // 2]
+            bands.append(
+                Band(
+                    kind=kinds[run[0]],
+                    t_low=float(t[run[0]]),
+                    t_high=float(t[run[-1]]),
+                    switch_u=_switches(u, rows[middle]),
+                    predicted_switch_u=None,
+                    levels=sorted({c.nfe for c in rows[middle]}),
+                )
+            )
+        run = [i] if i < len(rows) and kinds[i] is not None else []
+    return bands
+
+
+def why_no_cap_band(rule: FirstStepRule, t_range) -> str:
+    """Why the first-step rule puts no two levels in t_range, from h's range over u."""
+    lo_t, hi_t = t_range
+    h_lo, h_hi = rule.h(lo_t), rule.h(hi_t)
+    ratio = float(np.max(h_hi) / np.min(h_hi))
+    parts = [
+        f"over u the first step spans {np.min(h_lo):.3g}–{np.max(h_lo):.3g} at t = {lo_t:g} and "
+        f"{np.min(h_hi):.3g}–{np.max(h_hi):.3g} at t = {hi_t:g} (a factor {ratio:.3g})"
+    ]
+    for k in range(1, 12):
+        threshold = step_threshold(k)
+        t_cross = rule.crossing_t(threshold)
+        if np.all(np.isinf(t_cross)):
+            continue
+        finite = t_cross[np.isfinite(t_cross)]
+        low, high = float(finite.min()), float(t_cross.max())
+        inside = low < hi_t and high > lo_t
+        if high > lo_t / 1e3 and low < hi_t * 1e3:
+            parts.append(
+                f"h straddles {_fraction(threshold)} only for t in [{low:.3g}, {high:.3g}]"
+                + (" (inside the range, but the solves there are not all cap-limited)" if inside else "")
+            )
+    return "; ".join(parts)
+
+
+def _fraction(threshold: float) -> str:
+    return "1" if threshold == 1 else f"1/{round(1 / threshold):d}"
+
+
+@torch.no_grad()
+def regimes_map(
+    model,
+    tok,
+    prompt: str,
+    u_grid=DEFAULT_U_GRID,
+    tolerances=DEFAULT_TOLERANCES,
+    axis: str = "sentiment",
+    other: float = 0.0,
+    max_steps: int = 2000,
+    past_end: bool = False,
+    on_progress=None,
+) -> PromptMap:
+    """dopri5 over u × tolerance for one prompt: each cell's NFE and reason, the prediction, and the bands.
+
+    on_progress(done_fraction) after each row of the grid (the bands' bisections are the last 10 %)."""
+    if not hasattr(model, "field"):
+        raise ValueError("a discrete model has no continuous block to solve")
+    grid = u_grid_array(u_grid)
+    tols = np.asarray(sorted({float(t) for t in tolerances}), dtype=float)
+    if tols.size < 2 or not np.all(np.isfinite(tols)) or tols[0] < 1e-12 or tols[-1] > 1.0:
+        raise ValueError("give at least two distinct tolerances in [1e-12, 1]")
+    start = time.perf_counter()
+    solver = _Solver(model, tok, prompt, grid, axis, other, max_steps, past_end)
+    rows: dict[float, list[Cell]] = {}
+    rule = None
+    for i, t in enumerate(tols[::-1]):  # loosest first: its solves are the cheapest, and they give the rule
+        cells, firsts = solver.row(float(t))
+        rows[float(t)] = cells
+        if rule is None:
+            rule = _rule_from(firsts, float(t))
+        if on_progress is not None:
+            on_progress(0.9 * (i + 1) / tols.size)
+    t_range = (float(tols[0]), float(tols[-1]))
+
+    def solve_row(t):
+        if t not in rows:
+            rows[t] = solver.row(t)[0]
+        return rows[t]
+
+    bands = _grid_bands(grid, tols, [rows[float(t)] for t in tols])
+    starts = [(th, math.sqrt(lo * hi), (lo, hi)) for th, lo, hi in _predicted_bands(rule, t_range)]
+    for b in bands:  # a split on the grid that the rule did not predict: the threshold its first steps straddle
+        h = rule.h(b.t_middle)
+        inside = [step_threshold(k) for k in range(1, 12) if h.min() < step_threshold(k) <= h.max()]
+        if b.kind == "cap-limited" and inside:
+            starts.append((inside[0], b.t_middle, (None, None)))
+    cap = []
+    for threshold, t_start, guess in starts:
+        if any(b.t_low <= t_start <= b.t_high for b in cap):
+            continue
+        band = _cap_band(solve_row, grid, rule, threshold, t_start, t_range, guess)
+        if band is not None:
+            cap.append(band)
+    if on_progress is not None:
+        on_progress(1.0)
+    bands = sorted(cap + [b for b in bands if b.kind != "cap-limited"], key=lambda b: b.t_low)
+    for b in cap:
+        solve_row(b.t_middle)
+    t_all = np.array(sorted(set(tols.tolist()) | {b.t_middle for b in cap}))
+    band_rows = [int(np.flatnonzero(t_all == b.t_middle)[0]) for b in cap]
+    table = [rows[float(t)] for t in t_all]
+    nfe = np.array([[c.nfe for c in r] for r in table], dtype=int)
+    first_step = np.array([[c.first_step for c in r] for r in table], dtype=float)
+    predicted = np.array([[c.predicted or 0 for c in r] for r in table], dtype=int)
+    exceptions = [
+        {"prompt": prompt, "u": float(grid[j]), "t": float(t_all[i]), "nfe": int(nfe[i, j]), "predicted": int(p)}
+        for i, j in zip(*np.nonzero(predicted))
+        if (p := predicted[i, j]) != nfe[i, j]
+    ]
+    return PromptMap(
+        prompt=prompt,
+        u=grid,
+        t=t_all,
+        nfe=nfe,
+        accepted=np.array([[c.accepted for c in r] for r in table], dtype=int),
+        rejected=np.array([[c.rejected for c in r] for r in table], dtype=int),
+        first_step=first_step,
+        reason=[[c.reason for c in r] for r in table],
+        predicted=predicted,
+        bands=bands,
+        exceptions=exceptions,
+        rule=rule,
+        band_rows=band_rows,
+        past_end=past_end,
+        max_tau=max(c.max_tau for r in rows.values() for c in r),
+        why_no_band=None if cap else why_no_cap_band(rule, t_range),
+        rule_error=float(np.max(np.abs(rule.h(t_all) / first_step - 1))),
+        seconds=time.perf_counter() - start,
+        solves=solver.solves,
+    )
+
+
+def default_tolerance_reading(m: PromptMap, t: float = 1e-3) -> str:
+    """What sets dopri5's NFE over u at tolerance t (the regimes sweep's default), from the map's own numbers."""
+    i = m.row(t)
+    t_row = float(m.t[i])
+    nfe, reasons, h = m.nfe[i], m.reason[i], m.first_step[i]
+    levels = sorted({int(v) for v in nfe})
+    where = f"At rtol {t_row:.3g} (atol {t_row * ATOL_RATIO:.3g})"
+    head = (
+        f"{where}: one level, {levels[0]} NFE at every u"
+        if len(levels) == 1
+        else f"{where}: {len(levels)} levels ({', '.join(str(v) for v in levels)} NFE)"
+    )
+    counts = {r: reasons.count(r) for r in REASONS if r in reasons}
+    if set(counts) == {"cap-limited"}:
+        ks = sorted({steps_to_end(float(x)) for x in h})
+        chosen = sorted(set(m.rule.chosen_by(t_row)))
+        text = (
+            f"{head}. No step is rejected and every step grows by torchdiffeq's 10× cap, so the count is set by its "
+            f"first step h = min(100·h0, h1) = {h.min():.3g}–{h.max():.3g} over u (set by {' and '.join(chosen)})"
+        )
+        if len(ks) == 1:
+            k = ks[0]
+            between = f"at least {_fraction(step_threshold(k))}" + (
+                f" and under {_fraction(step_threshold(k - 1))}" if k > 1 else ""
+            )
+            text += (
+                f", {between}: {k} step{'s' if k > 1 else ''} (h, 10·h, … the last cut to land on τ = 1), "
+                f"2 + 6·{k} = {EVALS_BEFORE_FIRST_STEP + EVALS_PER_STEP * k} NFE"
+            )
+        else:
+            text += ", which straddles " + ", ".join(_fraction(step_threshold(k)) for k in ks[1:]) + ": the switch"
+    elif set(counts) == {"error-limited"} or "rejected" not in counts:
+        text = (
+            f"{head}. No step is rejected, but the error holds the steps' growth under the 10× cap on "
+            f"{counts.get('error-limited', 0)} of {len(reasons)} u: the tolerance, not the first step, sets the count"
+        )
+    else:
+        text = (
+            f"{head}. A step is rejected on {counts['rejected']} of {len(reasons)} u: there the error binds, and the "
+            "retry costs the extra evaluations"
+        )
+    cap = m.cap_bands
+    if cap:
+        b = cap[0]
+        text += (
+            f". Two levels appear for t in [{b.t_low:.3g}, {b.t_high:.3g}], where h crosses "
+            f"{_fraction(b.threshold)} inside u ∈ [{m.u[0]:g}, {m.u[-1]:g}]."
+        )
+    else:
+        text += f". No tolerance in [{m.t[0]:.3g}, {m.t[-1]:.3g}] splits the first-step rule's levels over u."
+    return text
