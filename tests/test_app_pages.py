@@ -139,9 +139,11 @@ def values(data) -> list:
 
 
 def chart(at: AppTest, name: str) -> dict:
-    for element in at.get("plotly_chart"):
-        if element.proto.id and name in element.proto.id:
-            return json.loads(element.proto.spec)
+    """The chart whose key is `name` (an element id ends with its key; "regimes" must not find "regimes_map")."""
+    charts = [e for e in at.get("plotly_chart") if e.proto.id]
+    exact = [e for e in charts if e.proto.id == name or e.proto.id.endswith("-" + name)]
+    for element in exact or [e for e in charts if name in e.proto.id]:
+        return json.loads(element.proto.spec)
     raise AssertionError(f"no chart with key {name!r}")
 
 
