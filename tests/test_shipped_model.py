@@ -117,26 +117,38 @@ def test_every_flag_of_the_recipe_is_a_training_option_on_either_device(device):
         assert args.device == device and args.resume and args.bf16
 
 
-def test_the_recipe_script_trains_exactly_the_shipped_configs():
+# each shipped checkpoint and the script whose `steering train` line reproduces it
+RECIPES = {"hybrid": "train_shipped.sh", "discrete": "train_shipped.sh", "flat": "train_flat.sh"}
+
+
+@pytest.mark.parametrize("asset", sorted(RECIPES))
+def test_the_recipe_scripts_train_exactly_the_shipped_configs(asset):
     parser = build_parser()
-    parsed = [parser.parse_args(words) for words in _recipe_lines()]
-    (tokenizer,) = [a for a in parsed if a.command == "tokenizer"]
+    parsed = [parser.parse_args(words) for words in _recipe_lines(script_name=RECIPES[asset])]
     trained = {a.arch: a for a in parsed if a.command == "train"}
-    assert set(trained) == {"hybrid", "discrete"}
+    args = trained["discrete" if asset == "discrete" else "hybrid"]
+    vocab_size = json.loads((ASSETS / "discrete" / "config.json").read_text())["model"]["vocab_size"]
+    overrides = {k: getattr(args, k) for k in train_config_fields() if hasattr(args, k)}
+    recipe = asdict(make_config(args.preset, **overrides))
+    recipe["vocab_size"] = vocab_size  # train takes the size from the tokenizer it is given
     where_it_ran = {"out", "tokenizer", "resume", "device"}
-    for arch, args in trained.items():
-        overrides = {k: getattr(args, k) for k in train_config_fields() if hasattr(args, k)}
-        recipe = asdict(make_config(args.preset, **overrides))
-        recipe["vocab_size"] = tokenizer.vocab_size  # train takes the size from the tokenizer it is given
-        # a field added after the checkpoint was trained must default to what it trained with, and
-        # an option removed since must have been at the value the code now always uses (else: a warning)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            config = json.loads((ASSETS / arch / "config.json").read_text())
-            shipped = asdict(train_config_from_dict(config["meta"]["train"]))
-        assert {k: v for k, v in shipped.items() if k not in where_it_ran} == {
-            k: v for k, v in recipe.items() if k not in where_it_ran
-        }, arch
+    # a field added after the checkpoint was trained must default to what it trained with, and
+    # an option removed since must have been at the value the code now always uses (else: a warning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        config = json.loads((ASSETS / asset / "config.json").read_text())
+        shipped = asdict(train_config_from_dict(config["meta"]["train"]))
+    assert {k: v for k, v in shipped.items() if k not in where_it_ran} == {
+        k: v for k, v in recipe.items() if k not in where_it_ran
+    }
+
+
+def test_a_tuple_option_reads_back_from_a_config_as_it_was_given():
+    """JSON stores a tuple as a list: read back, the option must equal the recipe's tuple, or a
+    checkpoint trained with the option set (or recorded empty) never matches its recipe."""
+    recorded = json.loads(json.dumps(asdict(make_config("demo", axes=("a=b",), probe_words=()))))
+    config = train_config_from_dict(recorded)
+    assert config.axes == ("a=b",) and config.probe_words == () and config == make_config("demo", axes=("a=b",))
 
 
 def test_the_recipe_reproduces_the_shipped_tokenizer(tmp_path):

@@ -155,4 +155,6 @@ def train_config_from_dict(data: dict, source: str = "config") -> TrainConfig:
             RemovedOptionWarning,
             stacklevel=2,
         )
-    return TrainConfig(**{k: v for k, v in data.items() if k in known})
+    # JSON has no tuples: a tuple option comes back as a list, so give it its declared type again
+    tuple_options = {f.name for f in fields(TrainConfig) if isinstance(f.default, tuple)}
+    return TrainConfig(**{k: tuple(v) if k in tuple_options else v for k, v in data.items() if k in known})
