@@ -8,17 +8,24 @@
 # D3 (alpha 6, journal "D3"): THREADS=2 bash scripts/train_depth.sh runs/D3 0,1 --alpha-init 6.0 --bf16
 # Resumable: run the same command again after a kill. Measure a saved state with
 #   .venv/bin/python -m steering depth OUT --json
+# Elsewhere (a lent GPU machine: scripts/device/train_depth.sh): PYTHON=python3 trains with that interpreter as it
+# is (no .venv, no setup.sh, no taskset: CORES is then ignored), DEVICE=cuda on the GPU (default cpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh requirements.txt
 OUT=${1:-runs/D2}
 CORES=${2:-1}
 shift $(( $# < 2 ? $# : 2 ))
+DEVICE=${DEVICE:-cpu}
 mkdir -p "$(dirname "$OUT")"
 export OMP_NUM_THREADS=${THREADS:-1}
-steering() { taskset -c "$CORES" .venv/bin/python -m steering "$@"; }
+if [ -n "${PYTHON:-}" ]; then
+  steering() { "$PYTHON" -m steering "$@"; }
+else
+  bash scripts/setup.sh requirements.txt
+  steering() { taskset -c "$CORES" .venv/bin/python -m steering "$@"; }
+fi
 
-steering train --arch hybrid --preset demo --tokenizer assets/discrete/tokenizer.json --out "$OUT" --device cpu \
+steering train --arch hybrid --preset demo --tokenizer assets/discrete/tokenizer.json --out "$OUT" --device "$DEVICE" \
     --no-progress --resume --d-model 384 --n-heads 6 --steps 2800 --lr 1.5e-3 --rt-fraction 0.1 --eval-every 100 \
     --n-pre 1 --n-mid 4 --n-post 1 --field-heads 6 --field-hidden 1520 --field-basis 2 \
     --solver rk4 --solver-steps 2 --alpha-init 4.0 --freeze-alpha \
