@@ -6,12 +6,14 @@
 #                                                        on disk, ignored through info/exclude), then print the size
 #   bash scripts/device/travel_light.sh off              track them again (index entries from HEAD), drop the lines
 #   bash scripts/device/travel_light.sh size [CARRY ...] bytes that would travel: files as git lists them, plus CARRY
-# Turn it off right after the calls: while it is on, a commit would delete the checkpoints.
+# Turn it off right after the calls: while it is on, a pre-commit hook refuses every commit (one would delete the
+# checkpoints).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 KEEP=assets/discrete/tokenizer.json
 LIMIT=$((64 * 1024 * 1024))
 EXCLUDE=$(git rev-parse --git-path info/exclude)
+HOOK=$(git rev-parse --git-path hooks/pre-commit)
 BEGIN="# travel_light: assets left behind (scripts/device/travel_light.sh off removes this block)"
 END="# travel_light end"
 
@@ -36,6 +38,11 @@ on() {
     mapfile -t leave < <(git ls-files assets | grep -vxF "$KEEP")
     printf '%s\n' "${leave[@]}" | git rm -q --cached --pathspec-from-file=-
     { echo "$BEGIN"; printf '/%s\n' "${leave[@]}"; echo "$END"; } >> "$EXCLUDE"
+    [ ! -e "$HOOK" ] || { echo "a pre-commit hook exists ($HOOK): the guard below would replace it"; off; exit 1; }
+    mkdir -p "$(dirname "$HOOK")"
+    printf '%s\n' '#!/bin/sh' 'echo "travel_light is on: bash scripts/device/travel_light.sh off before committing" >&2' \
+      'exit 1' > "$HOOK"
+    chmod +x "$HOOK"
     echo "left behind ${#leave[@]} files under assets/ (kept $KEEP); turn it off after the calls"
   fi
   size "$@"
@@ -43,6 +50,7 @@ on() {
 
 off() {
   git reset -q -- assets
+  if [ -f "$HOOK" ] && grep -q travel_light "$HOOK"; then rm -f "$HOOK"; fi
   if grep -qxF "$BEGIN" "$EXCLUDE" 2> /dev/null; then
     awk -v begin="$BEGIN" -v end="$END" '$0 == begin {skip = 1} !skip {print} $0 == end {skip = 0}' "$EXCLUDE" \
       > "$EXCLUDE.new"
