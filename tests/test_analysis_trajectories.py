@@ -117,9 +117,8 @@ def test_a_drawn_path_is_the_flow_with_the_solvers_step_ends_on_it(small_depth_h
     solver = SolverConfig("rk4", steps=2)
     path = compute_path(small_depth_hybrid, small_tokenizer, "the film was", (1.0, 0.0), solver, n_tau=33)
     own = compute_trajectory(small_depth_hybrid, small_tokenizer, "the film was", (1.0, 0.0), solver, n_tau=33)
-    reference = compute_trajectory(
-        small_depth_hybrid, small_tokenizer, "the film was", (1.0, 0.0), SolverConfig("dopri5", rtol=1e-7, atol=1e-9)
-    )
+    reference_solver = SolverConfig("dopri5", rtol=1e-7, atol=1e-9)
+    reference = compute_trajectory(small_depth_hybrid, small_tokenizer, "the film was", (1.0, 0.0), reference_solver)
     assert path.station_tau.tolist() == [0.0, 0.5, 1.0]
     assert np.allclose(path.stations, own.states[[0, 16, 32]], atol=1e-6)  # the solver's own states
     assert path.nfe == own.nfe == 8 and path.eval_taus == own.eval_taus  # the solver's own effort
@@ -127,7 +126,13 @@ def test_a_drawn_path_is_the_flow_with_the_solvers_step_ends_on_it(small_depth_h
     tent_miss = np.linalg.norm(own.states[quarter] - reference.states[quarter])
     line_miss = np.linalg.norm(path.states[quarter] - reference.states[quarter])
     assert line_miss < 0.1 * tent_miss  # the tent cuts the corner; the drawn line follows the flow
-    assert "rk4 (32 steps)" in path.line_label
+    # and so it does at every drawn point, the step ends of its own RK4 and the cubic pieces between them
+    dense = compute_trajectory(
+        small_depth_hybrid, small_tokenizer, "the film was", (1.0, 0.0), reference_solver, n_tau=33
+    )
+    worst = np.linalg.norm(path.states - dense.states, axis=-1).max()
+    assert worst < 0.1 * np.linalg.norm(own.states - dense.states, axis=-1).max()
+    assert "cubic dense output" in path.line_label
 
 
 def test_an_adaptive_solvers_stations_are_its_accepted_step_ends(small_depth_hybrid, small_tokenizer):

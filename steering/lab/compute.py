@@ -133,7 +133,7 @@ def compute_steer_views(
     import torch
 
     from ..analysis.inputs import prompt_tensor, tau_grid
-    from ..analysis.trajectories import fixed_station_taus, line_solver
+    from ..analysis.trajectories import fixed_station_taus, flow_line
     from ..data.tokenizer import decode
     from ..inference.decode import can_decode_fast, fast_sample_tokens
     from ..inference.generate import check_sampling_args, prompt_ids
@@ -201,10 +201,11 @@ def compute_steer_views(
         h0 = model.encode(idx).expand(rows, -1, -1)
         if model_field:
             solve = model.middle(h0, u.to(h0.device), solver, tau=fixed_station_taus(solver))
-            line = model.middle(h0, u.to(h0.device), line_solver(n_tau), tau=tau_grid(n_tau))
+            line, line_tau = flow_line(model, h0, u.to(h0.device), n_tau), tau_grid(n_tau)
         else:  # a discrete model: its block outputs are the stations and the path
-            solve = line = model.middle(h0, u.to(h0.device), solver, tau=tau_grid(n_tau))
-    states = line.states.float().cpu().numpy()  # [T, rows, tokens, d]
+            solve = model.middle(h0, u.to(h0.device), solver, tau=tau_grid(n_tau))
+            line, line_tau = solve.states, solve.tau
+    states = line.float().cpu().numpy()  # [T, rows, tokens, d]
     at_stations = solve.states.float().cpu().numpy()  # [S, rows, tokens, d]
     shown = decode(tok, ids)
     label = solver.label() if model_field else f"{len(solve.eval_taus)} discrete blocks"
@@ -219,7 +220,7 @@ def compute_steer_views(
                 generation_nfe=int(nfe),
                 next_tokens=[decode(tok, [i]) for i in top.indices[r].tolist()],
                 next_probs=[float(p) for p in top.values[r].tolist()],
-                tau=[float(t) for t in line.tau.tolist()],
+                tau=[float(t) for t in line_tau.tolist()],
                 path=np.asarray(path, dtype=float).tolist(),
                 solve_nfe=int(solve.nfe),
                 eval_taus=[float(t) for t in solve.eval_taus],
