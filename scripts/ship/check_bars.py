@@ -37,7 +37,7 @@ class Row:
 
 
 def shown(x: float) -> str:
-    return f"{x:.4f}" if abs(x) >= 1 else f"{x:.4g}"  # bits/byte and losses to their fourth decimal, as the bars
+    return f"{x:.5f}" if abs(x) >= 1 else f"{x:.4g}"  # bits/byte one decimal past the bars (1.6034 is a bar)
 
 
 class Folder:
