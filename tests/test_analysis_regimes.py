@@ -123,3 +123,18 @@ def test_regimes_bad_inputs(small_hybrid, small_tokenizer, small_discrete):
         nfe_regimes(small_discrete, small_tokenizer, "The movie was", [0.0])
     with pytest.raises(SolverStepLimitError, match="max_steps"):
         nfe_regimes(*args, [2.0], rtol=1e-12, atol=1e-12, max_steps=2)
+
+
+def test_max_tau_reports_how_far_the_solves_went(small_depth_hybrid, small_tokenizer, monkeypatch):
+    """`analyze regimes` says every solve landed on τ = 1 (max_tau 1); with torchdiffeq's default, which steps past
+    the end and interpolates back, the same sweep reports the overshoot."""
+    from steering.analysis.alignment import regimes_over_prompts
+    from steering.model import ode
+
+    grid = np.linspace(-2, 2, 5)
+    a = regimes_over_prompts(small_depth_hybrid, small_tokenizer, ["The movie was", "The film"], grid, draws=10)
+    assert [p.max_tau for p in a.prompts] == pytest.approx([1.0, 1.0], abs=1e-6)
+    assert a.to_dict()["max_tau"] == pytest.approx(1.0, abs=1e-6)
+    monkeypatch.setattr(ode, "adaptive_options", lambda max_steps, tau_end=1.0: {"max_num_steps": max_steps})
+    past = nfe_regimes(small_depth_hybrid, small_tokenizer, "The movie was", grid, rtol=1e-3, atol=1e-4)
+    assert past.to_dict()["max_tau"] > 1.0 + 1e-3

@@ -39,6 +39,7 @@ class PromptRegimes:
     nfe_disagreement: float
     step_disagreement: float
     reading: str
+    max_tau: float = 1.0  # the furthest τ any of this prompt's solves evaluated the field at
 
     def to_dict(self) -> dict:
         return {
@@ -51,6 +52,7 @@ class PromptRegimes:
             "nfe_disagreement": self.nfe_disagreement,
             "step_disagreement": self.step_disagreement,
             "reading": self.reading,
+            "max_tau": self.max_tau,
         }
 
 
@@ -74,6 +76,8 @@ class Alignment:
             "atol": self.atol,
             **self.stats,
             "prompts": [p.to_dict() for p in self.prompts],
+            # every solve of every prompt: 1 means each landed on τ = 1 (a depth field is defined on [0, 1] only)
+            "max_tau": max(p.max_tau for p in self.prompts),
             "seconds": self.seconds,
         }
 
@@ -222,6 +226,7 @@ def regimes_over_prompts(
                 nfe_disagreement=r.nfe_disagreement,
                 step_disagreement=r.step_disagreement,
                 reading=r.reading,
+                max_tau=r.max_tau,
             )
         )
         if on_progress is not None:

@@ -53,6 +53,7 @@ class Regimes:
     rtol: float
     atol: float
     seconds: float  # wall time of the whole sweep
+    max_tau: float = 1.0  # the furthest τ any solve of the sweep evaluated the field at (1: each landed on τ = 1)
 
     def to_dict(self) -> dict:
         return {
@@ -74,6 +75,7 @@ class Regimes:
             "rtol": self.rtol,
             "atol": self.atol,
             "seconds": self.seconds,
+            "max_tau": self.max_tau,
         }
 
 
@@ -219,12 +221,13 @@ def nfe_regimes(
     controls = torch.tensor([axis_control(u, axis, other) for u in grid], device=idx.device)
     nfe = {c.method: np.zeros(len(grid), dtype=int) for c in configs}
     steps = {c.method: np.zeros(len(grid), dtype=int) for c in configs}
-    finals = []
+    finals, max_tau = [], 0.0
     for i, control in enumerate(controls):
         for j, config in enumerate(configs):
             result = model.middle(h0, control[None], config)
             nfe[config.method][i] = result.nfe
             steps[config.method][i] = len(infer_adaptive_steps(result.eval_taus, config.method).accepted)
+            max_tau = max(max_tau, *result.eval_taus)
             if j == 0:
                 finals.append(result.final[0])
     raw = target_probabilities(model, torch.stack(finals), target_ids)
@@ -242,6 +245,7 @@ def nfe_regimes(
         rtol=float(rtol),
         atol=float(atol),
         seconds=seconds,
+        max_tau=max_tau,
     )
 
 

@@ -333,4 +333,5 @@ def regimes_in_chunks(
         target_probability=relative,
         target_raw=np.concatenate([p.target_raw for p in parts]),
         seconds=float(sum(p.seconds for p in parts)),
+        max_tau=max(p.max_tau for p in parts),
     )
