@@ -96,6 +96,7 @@ def cell_reason(steps: list[float], decisions: list[bool]) -> str:
     return "cap-limited" if grew else "error-limited"
 
 
+@torch.no_grad()  # a measurement: no step size or state needs a gradient
 def solve_cell(f, h0: torch.Tensor, t: float, max_steps: int = 2000, past_end: bool = False) -> tuple[Cell, tuple]:
     """One dopri5 solve at rtol t, atol t/10: its Cell, and its first two evaluations (y0, f0, f1)."""
     solver = SolverConfig(METHOD, rtol=float(t), atol=float(t) * ATOL_RATIO, max_steps=max_steps)
