@@ -183,21 +183,28 @@ def compute_path(
     records are the chosen solver's.
     """
     solver = solver_config(solver)
+    if hasattr(model, "field") and solver.is_fixed:
+        # one solve at the step ends (a fixed solver takes the same steps whatever grid it reports on)
+        at_stations = compute_trajectory(model, tok, prompt, u, solver, tau=fixed_station_taus(solver), axis=axis)
+        idx, _ = prompt_tensor(model, tok, prompt)
+        line = flow_line(model, model.encode(idx), control_vector(u, axis).to(idx.device), n_tau)
+        return replace(
+            at_stations,
+            tau=tau_grid(n_tau).numpy().astype(float),
+            states=line[:, 0].cpu().numpy(),
+            station_tau=at_stations.tau.copy(),
+            stations=at_stations.states,
+            line_label=LINE_LABEL,
+        )
     own = compute_trajectory(model, tok, prompt, u, solver, n_tau=n_tau, axis=axis)
     if not hasattr(model, "field"):  # a discrete model: its block outputs are its only stations
         return replace(own, station_tau=own.tau.copy(), stations=own.states.copy(), line_label=own.solver_label)
+    # an adaptive solver's steps are known only once it has solved: a second solve reports its step ends
     taus = station_taus(own)
     at_stations = compute_trajectory(model, tok, prompt, u, solver, tau=taus, axis=axis)
-    if solver.is_fixed:
-        idx, _ = prompt_tensor(model, tok, prompt)
-        line = flow_line(model, model.encode(idx), control_vector(u, axis).to(idx.device), n_tau)
-        states, line_label = line[:, 0].cpu().numpy(), LINE_LABEL
-    else:
-        states, line_label = own.states, f"{own.solver_label} (its dense output)"
     return replace(
         own,
-        states=states,
         station_tau=np.asarray(taus, dtype=float),
         stations=at_stations.states,
-        line_label=line_label,
+        line_label=f"{own.solver_label} (its dense output)",
     )
