@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import struct
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from safetensors import safe_open  # noqa: E402
+
 from steering.lab.logic import default_state  # noqa: E402
 from steering.model.transformer import ModelConfig  # noqa: E402
 
@@ -24,11 +25,9 @@ SHIPPED_FILES = ("model.safetensors", "config.json", "tokenizer.json", "train_lo
 
 
 def weight_dtypes(path: Path) -> list[str]:
-    """The tensor dtypes named in a safetensors header (8-byte length, then JSON): read, never unpickled."""
-    with path.open("rb") as f:
-        (length,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(length))
-    return sorted({v["dtype"] for k, v in header.items() if k != "__metadata__"})
+    """The tensor dtypes of a safetensors file ("F16", ...), from its header alone."""
+    with safe_open(str(path), "pt") as f:
+        return sorted({f.get_slice(name).get_dtype() for name in f.keys()})
 
 
 def folder_bytes(folder: Path) -> int:
