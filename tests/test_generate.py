@@ -147,6 +147,36 @@ def test_repetition_penalty_lowers_only_tokens_already_in_the_text():
     assert torch.equal(penalize_repeats(logits, history, Sampling()), logits)
 
 
+def test_one_generator_per_row_draws_what_each_row_draws_alone():
+    """next_tokens with a generator per row: each row's token and generator state as from torch.multinomial on
+    that row alone (the per-row loop it replaced), for the app's sampling and for plain temperature sampling."""
+    from steering.inference.sampling import DEFAULT_SAMPLING, Sampling, next_tokens
+
+    rows, vocab = 40, 8192
+    torch.manual_seed(0)
+    history = torch.randint(0, vocab, (rows, 30))
+    history[:, -3:] = history[:, 5:8]  # repeated text: the n-gram ban and the penalty both act
+    for sampling in (DEFAULT_SAMPLING, Sampling(temperature=1.0, top_k=None)):
+        for trial in range(5):
+            logits = torch.randn(rows, vocab) * 3
+            batched_gens = [torch.Generator().manual_seed(100 * trial + r) for r in range(rows)]
+            alone_gens = [torch.Generator().manual_seed(100 * trial + r) for r in range(rows)]
+            batched = next_tokens(logits, history, sampling, batched_gens)
+            alone = torch.cat(
+                [next_tokens(logits[r : r + 1], history[r : r + 1], sampling, g) for r, g in enumerate(alone_gens)]
+            )
+            assert torch.equal(batched, alone)
+            assert all(torch.equal(a.get_state(), b.get_state()) for a, b in zip(batched_gens, alone_gens))
+    # the penalty touches the seen tokens only, each once however often it was seen
+    from steering.inference.sampling import penalize_repeats
+
+    logits = torch.randn(rows, vocab)
+    out = penalize_repeats(logits, history, Sampling(repetition_penalty=1.5))
+    seen = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, history, True)
+    expected = torch.where(seen, torch.where(logits > 0, logits / 1.5, logits * 1.5), logits)
+    assert torch.equal(out, expected)
+
+
 @pytest.mark.parametrize(
     "kwargs,message",
     [

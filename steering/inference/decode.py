@@ -508,12 +508,7 @@ def fast_sample_tokens(
     if on_prompt is not None:
         on_prompt(logits)
     for i in range(max_new_tokens):
-        if gens is None:
-            nxt = next_tokens(logits, history[:, :length], sampling, gen)
-        else:
-            nxt = torch.cat(
-                [next_tokens(logits[r : r + 1], history[r : r + 1, :length], sampling, g) for r, g in enumerate(gens)]
-            )
+        nxt = next_tokens(logits, history[:, :length], sampling, gen if gens is None else gens)
         history[:, length : length + 1] = nxt
         length += 1
         if i + 1 < max_new_tokens:
