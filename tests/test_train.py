@@ -485,36 +485,3 @@ def test_stage2_beyond_only_keeps_stage1s_fit_and_trains_directions_beyond_one(t
         else:
             assert torch.equal(value, stage1[name].half().float()), f"{name} must keep its stage-1 value"
     assert read_log(out)[-1]["stage"] == 2
-
-
-def test_init_from_starts_the_outer_blocks_from_a_checkpoint_and_the_middle_fresh(tiny_trained_pair, tmp_path):
-    hybrid, discrete = tiny_trained_pair
-    short = dict(
-        max_reviews=400, eval_every=4, eval_reviews=16, stage2_steps=0, tokenizer=str(hybrid / "tokenizer.json")
-    )
-    # lr 0: the weights the run saves are the ones it started from
-    out = train(
-        make_config("tiny", out=str(tmp_path / "warm"), steps=1, lr=0.0, init_from=str(discrete), **short),
-        progress=False,
-    )
-    warm, source = load_file(str(out / "model.safetensors")), load_file(str(discrete / "model.safetensors"))
-    outer = [k for k in warm if not k.startswith(("field.", "mid."))]
-    assert {"wte.weight", "pre.0.attn.qkv.weight", "post.0.fc.weight", "ln_f.weight"} <= set(outer)
-    for name in outer:
-        assert torch.equal(warm[name], source[name].to(warm[name].dtype)), name
-    fresh = load_file(
-        str(
-            train(make_config("tiny", out=str(tmp_path / "fresh"), steps=1, lr=0.0, **short), progress=False)
-            / "model.safetensors"
-        )
-    )
-    assert not torch.equal(fresh["wte.weight"], warm["wte.weight"])
-    # the field is the fresh run's own (same seed), not the discrete model's middle
-    assert all(torch.equal(fresh[k], warm[k]) for k in warm if k.startswith("field."))
-    # a checkpoint of another width: one clear error before any step
-    with pytest.raises(CheckpointError, match="does not fit this model: wte.weight"):
-        train(
-            make_config("tiny", out=str(tmp_path / "wide"), d_model=96, steps=1, init_from=str(discrete), **short),
-            progress=False,
-        )
-    assert not (tmp_path / "wide" / "model.safetensors").exists()

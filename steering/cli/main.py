@@ -97,7 +97,6 @@ def _train_args(p):
         help="bf16 autocast forward (fp32 weights)",
     )
     option(run, "seed", "N", "initialisation and batches", int)
-    option(run, "init_from", "DIR", "start the outer blocks and embeddings from this checkpoint", str)
     option(run, "eval_every", "N", "held-out loss every N steps", int)
     option(run, "save_every_s", "S", "resumable state at least every S s")
     option(run, "dist_timeout_s", "S", "torchrun: wait S s for a peer")

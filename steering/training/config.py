@@ -79,9 +79,6 @@ class TrainConfig:
     style_contrast_weight: float | None = None  # the style axis's own weight (the axes share the field)
     contrast_positive_side: float = 1.0  # scales the sentiment contrast's gradient through the model at u = +1
     contrast_u: float = 1.0  # |u| of the contrast's copies; the LM term fits u = ±1 (the data's labels)
-    # a checkpoint whose embeddings and blocks outside the middle start this run (same tokenizer and width);
-    # the middle (field or mid blocks) starts fresh. "": everything starts fresh
-    init_from: str = ""
     # run control
     out: str = "runs/hybrid"
     device: str = "auto"
@@ -123,6 +120,7 @@ REMOVED_OPTIONS: dict[str, object] = {
     "neighbor_drop": 0.0,
     "stage2_trains": "field+post",
     "beyond_lm_weight": 0.0,
+    "init_from": "",
 }
 _SAME_AS = {
     "stage2_start_prob": "start_prob",

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load, load_file, save_file
+from safetensors.torch import load, save_file
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
@@ -40,7 +40,7 @@ from ..data.tokenizer import bos_id, load_tokenizer, train_tokenizer
 from ..judges import axis_judges
 from ..model.transformer import ModelConfig, build_model, language_model_loss
 from . import distributed
-from .checkpoint import LOG, TOKENIZER, WEIGHTS, CheckpointError, last_saved_state, save_checkpoint
+from .checkpoint import LOG, TOKENIZER, last_saved_state, save_checkpoint
 from .config import CONTRAST_SCALE, NEUTRAL_SHARE, STAGE2_TRAINS, TrainConfig
 
 EXPLODE_FACTOR = 10.0
@@ -120,33 +120,6 @@ def _user_corpus(cfg: TrainConfig):
     corpus = user_data.load_corpus(cfg.data, cfg.text_column, cfg.axes)
     user_data.parse_probe_words(cfg.probe_words, [a.name for a in corpus.axes])  # refused before training
     return corpus
-
-
-MIDDLE_PREFIXES = ("field.", "mid.")  # what init_from leaves fresh: the part a run is about
-
-
-def init_outer_from(model, ckpt_dir: str | Path) -> list[str]:
-    """Copy every tensor outside the middle (embeddings, pre and post blocks, final norm) from a checkpoint.
-    The model must have the checkpoint's width, vocabulary and outer blocks: anything missing or of another
-    shape is a clear error, not a silent partial start."""
-    path = Path(ckpt_dir) / WEIGHTS
-    if not path.is_file():
-        raise CheckpointError(f"--init-from: no weights at {path}")
-    source = load_file(str(path))
-    own = model.state_dict()
-    outer = [k for k in own if not k.startswith(MIDDLE_PREFIXES)]
-    missing = [k for k in outer if k not in source]
-    wrong = [k for k in outer if k in source and source[k].shape != own[k].shape]
-    if missing or wrong:
-        details = ", ".join(
-            [f"{k} missing" for k in missing[:3]]
-            + [f"{k} {tuple(source[k].shape)} vs {tuple(own[k].shape)}" for k in wrong[:3]]
-        )
-        raise CheckpointError(f"--init-from {ckpt_dir} does not fit this model: {details}")
-    with torch.no_grad():
-        for k in outer:
-            own[k].copy_(source[k].to(own[k].dtype))
-    return outer
 
 
 def _training_reviews(cfg: TrainConfig):
@@ -426,10 +399,6 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     val_x, val_y, val_u = heldout_batch(tok, cfg.block_size, cfg.eval_reviews, heldout)
 
     model = build_model(model_config(cfg)).to(device)
-    if cfg.init_from:  # a resumed run overwrites these with its saved state below
-        copied = init_outer_from(model, cfg.init_from)
-        if rank == 0:
-            print(f"{len(copied)} tensors from {cfg.init_from} (all but the middle)", flush=True)
     first_val = evaluate_loss(model, val_x.to(device), val_y.to(device))
     sampler_gen = torch.Generator().manual_seed(cfg.seed + 1000 * rank)
     if corpus is None:
