@@ -26,6 +26,7 @@ header = widgets.page_header(
     "prompts against chance.",
 )
 loaded, prompt = header.loaded, header.prompt
+widgets.sync_url("regimes")  # first: the map and the sweeps below take seconds, and nothing below changes the state
 
 st.subheader("The regimes map: NFE over u and tolerance")
 st.caption(
@@ -376,4 +377,3 @@ widgets.download_csv(
     "tolerance_scaling.csv",
     key="csv_tolerance",
 )
-widgets.sync_url("regimes")

@@ -91,6 +91,19 @@ def wait_for_step(page, k: int, n: int, timeout: float = 300.0):
     )
 
 
+def wait_for_query(page, want: dict[str, str], timeout: float = 30.0):
+    """The address bar's query becomes `want` (the page writes it once its state is known); fails after timeout."""
+    try:
+        page.wait_for_function(
+            "(want) => { const q = Object.fromEntries(new URLSearchParams(location.search));"
+            "  return JSON.stringify(q, Object.keys(q).sort()) === JSON.stringify(want, Object.keys(want).sort()); }",
+            arg=want,
+            timeout=timeout * 1000,
+        )
+    finally:
+        assert query(page.url) == want
+
+
 def test_page_down_steps_through_the_talk_in_presenter_mode(lab_url):
     url, root = lab_url
     talk = talks.load_talk(TALK)
@@ -103,7 +116,7 @@ def test_page_down_steps_through_the_talk_in_presenter_mode(lab_url):
             wait_for_step(page, k, n)
             shows(page, TITLES[step.page])
             assert urlsplit(page.url).path == f"/{step.page}"
-            assert query(page.url) == {"talk": TALK, "step": str(k), "presenter": "1"}
+            wait_for_query(page, {"talk": TALK, "step": str(k), "presenter": "1"})
             assert step.caption in page.locator(".st-key-talk_bar").inner_text()
             link = page.locator(".st-key-view_link code").text_content()
             assert query(link) == logic.to_query_params(step.state(presenter=True)), (k, link)
