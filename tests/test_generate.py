@@ -147,6 +147,21 @@ def test_repetition_penalty_lowers_only_tokens_already_in_the_text():
     assert torch.equal(penalize_repeats(logits, history, Sampling()), logits)
 
 
+def test_the_n_gram_ban_forbids_exactly_the_tokens_that_would_repeat_an_n_gram():
+    from steering.inference.sampling import Sampling, penalize_repeats
+
+    history = torch.tensor([[1, 2, 3, 1, 2], [4, 2, 5, 4, 2], [1, 2, 3, 4, 5]])
+    logits = torch.zeros(3, 8)
+
+    def banned(n):
+        return torch.isinf(penalize_repeats(logits, history, Sampling(no_repeat_ngram=n))).nonzero().tolist()
+
+    assert banned(3) == [[0, 3], [1, 5]]  # "1 2" -> 3 and "4 2" -> 5 seen; row 2's "4 5" never
+    assert banned(2) == [[0, 3], [1, 5]]  # "2" was followed by 3 (row 0) and by 5 (row 1)
+    assert banned(1) == sorted([r, t] for r in range(3) for t in set(history[r].tolist()))
+    assert banned(6) == [] and torch.equal(penalize_repeats(logits, history, Sampling()), logits)
+
+
 def test_one_generator_per_row_draws_what_each_row_draws_alone():
     """next_tokens with a generator per row: each row's token and generator state as from torch.multinomial on
     that row alone (the per-row loop it replaced), for the app's sampling and for plain temperature sampling."""

@@ -71,13 +71,11 @@ def penalize_repeats(logits: torch.Tensor, history: torch.Tensor, sampling: Samp
         penalized = torch.where(seen > 0, seen / sampling.repetition_penalty, seen * sampling.repetition_penalty)
         logits = logits.scatter(1, history, penalized)
     n = sampling.no_repeat_ngram
-    if n and history.shape[1] >= n:
-        logits = logits.clone()
+    if n and history.shape[1] >= n:  # every row at once: the n-grams whose first n - 1 tokens are the row's last
         grams = history.unfold(1, n, 1)  # [rows, windows, n]
-        for row in range(history.shape[0]):
-            tail = history[row, history.shape[1] - n + 1 :]  # the n - 1 tokens a new n-gram would start with
-            match = (grams[row, :, : n - 1] == tail).all(-1) if n > 1 else torch.ones(grams.shape[1], dtype=torch.bool)
-            logits[row, grams[row, match, n - 1]] = float("-inf")
+        tail = history[:, history.shape[1] - n + 1 :]  # the n - 1 tokens a new n-gram would start with
+        row, window = ((grams[:, :, : n - 1] == tail[:, None]).all(-1)).nonzero(as_tuple=True)
+        logits = logits.index_put((row, grams[row, window, n - 1]), torch.tensor(float("-inf"), device=logits.device))
     return logits
 
 
