@@ -39,6 +39,19 @@ def quick_report(tiny_trained_pair):
     return evaluate.evaluate(hybrid, discrete, quick=True)
 
 
+def test_the_seed_moves_the_generations_figures_and_nothing_else(tiny_trained_pair, quick_report, capsys):
+    hybrid, discrete = tiny_trained_pair
+    args = ["evaluate", "--quick", "--json", "--checkpoint", str(hybrid), "--baseline", str(discrete)]
+    assert main([*args, "--seed", "7"]) == 0
+    other = json.loads(capsys.readouterr().out)
+    for key in ("val_loss_hybrid", "val_loss_own_control", "bits_per_byte_hybrid", "probe_good_pos", "path_curvature"):
+        assert other[key] == quick_report[key], key
+    assert other["ppl_ratio_steered"] != quick_report["ppl_ratio_steered"]  # other texts, other perplexities
+    with pytest.raises(SystemExit) as refused:  # argparse's usage line, no traceback
+        main(["evaluate", "--seed", "x"])
+    assert refused.value.code == 2 and "invalid int value: 'x'" in capsys.readouterr().err
+
+
 def test_cli_prints_exactly_the_issue_keys_with_finite_values_in_range(tiny_trained_pair, capsys):
     hybrid, discrete = tiny_trained_pair
     assert main(["evaluate", "--quick", "--json", "--checkpoint", str(hybrid), "--baseline", str(discrete)]) == 0

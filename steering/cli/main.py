@@ -337,7 +337,10 @@ def _evaluate(args):
         from ..training.checkpoint import DEFAULT_BASELINE
 
         baseline = args.baseline if args.baseline is not None else DEFAULT_BASELINE
-    print(run(args.checkpoint, baseline, quick=args.quick, as_json=args.json, steer_u=args.steer_u))
+    from ..evaluation.measures import SEED
+
+    seed = SEED if args.seed is None else args.seed
+    print(run(args.checkpoint, baseline, quick=args.quick, as_json=args.json, steer_u=args.steer_u, seed=seed))
 
 
 def _evaluate_args(p):
@@ -348,6 +351,13 @@ def _evaluate_args(p):
         type=float,
         default=None,
         help="|u| at which steering is judged (default: the |u| the checkpoint's stage 2 steered at)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="the generations' seed (default: the evaluation's fixed one); the sampled figures (judges, valid "
+        "words, trigrams, perplexity ratio) move with it, so quote a noisy one over several",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), help="the hybrid model's folder")

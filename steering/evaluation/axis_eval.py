@@ -96,7 +96,9 @@ NO_BASELINE = (
 COMPARISONS = ("val_loss_discrete", "bits_per_byte_discrete", "discrete_mid_relative_update", "baseline_middle_bpb")
 
 
-def evaluate_axes(checkpoint, baseline=None, quick: bool = False, steer_u: float | None = None) -> dict:
+def evaluate_axes(
+    checkpoint, baseline=None, quick: bool = False, steer_u: float | None = None, seed: int = SEED
+) -> dict:
     """The evaluation of a user checkpoint, as a dict (JSON-ready); `axes` holds one entry per axis.
     With baseline None the model is judged alone and `skipped` lists the comparisons left out."""
     size = QUICK if quick else FULL
@@ -146,7 +148,7 @@ def evaluate_axes(checkpoint, baseline=None, quick: bool = False, steer_u: float
     prompts = heldout_prompts(tok, heldout, size.prompts)
     if not prompts:
         raise ValueError(f"no held-out text of {checkpoint} is {PROMPT_TOKENS} tokens long: nothing to prompt with")
-    gens = generate_for_prompts(hybrid, tok, prompts, axis_settings(axes, steer_u))
+    gens = generate_for_prompts(hybrid, tok, prompts, axis_settings(axes, steer_u), seed=seed)
     report["axes"] = []
     for i, (axis, judge) in enumerate(zip(axes, judges, strict=True)):
         positive = judge.predict(gens.continuations[f"{i}:positive"])
@@ -236,8 +238,8 @@ def format_axis_table(report: dict, seconds: float | None = None) -> str:
     return "\n".join(lines)
 
 
-def run(checkpoint, baseline, quick: bool, as_json: bool, steer_u: float | None = None) -> str:
+def run(checkpoint, baseline, quick: bool, as_json: bool, steer_u: float | None = None, seed: int = SEED) -> str:
     """`python -m steering evaluate` on a model trained on a user's file: JSON or the table."""
     start = time.perf_counter()
-    report = evaluate_axes(checkpoint, baseline, quick, steer_u)
+    report = evaluate_axes(checkpoint, baseline, quick, steer_u, seed)
     return json.dumps(report, indent=2) if as_json else format_axis_table(report, time.perf_counter() - start)

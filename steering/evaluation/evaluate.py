@@ -315,13 +315,15 @@ def evaluate(
     baseline: str | Path = DEFAULT_BASELINE,
     quick: bool = False,
     steer_u: float | None = None,
+    seed: int = SEED,
 ) -> dict:
     """Every figure of the issue's evaluation, as a dict with exactly KEYS.
 
     val_loss_hybrid is the hybrid at u = 0 (its unconditioned mode, as control dropout
     trains it), on the same held-out tokens as the discrete baseline; val_loss_own_control
     scores the same tokens at each review's own label and source (u = ±1). Steering is judged
-    at steer_u (default: the checkpoint's trained_steer_u).
+    at steer_u (default: the checkpoint's trained_steer_u), on generations sampled from `seed`
+    (prompt i from seed + i); the held-out batches stay at SEED, so only the generations' figures move.
     """
     if is_user_checkpoint(checkpoint):
         raise ValueError(
@@ -367,7 +369,7 @@ def evaluate(
     report["judge_heldout_acc"] = sentiment_judge().accuracy(data.heldout_reviews())
 
     prompts = heldout_prompts(tok, size.prompts)
-    gens = generate_for_prompts(hybrid, tok, prompts, steering_settings(steer_u))
+    gens = generate_for_prompts(hybrid, tok, prompts, steering_settings(steer_u), seed=seed)
     sentiment = {k: judge_sentiment(gens.continuations[k]) for k in ("positive", "negative", "neutral")}
     report["steer_pos_clf"] = _fraction(sentiment["positive"].classifier, 1)
     report["steer_neg_clf"] = _fraction(sentiment["negative"].classifier, -1)
@@ -471,9 +473,9 @@ def format_table(report: dict, seconds: float | None = None) -> str:
     return "\n".join(lines)
 
 
-def run(checkpoint, baseline, quick: bool, as_json: bool, steer_u: float | None = None) -> str:
+def run(checkpoint, baseline, quick: bool, as_json: bool, steer_u: float | None = None, seed: int = SEED) -> str:
     start = time.perf_counter()
-    report = evaluate(checkpoint, baseline, quick, steer_u)
+    report = evaluate(checkpoint, baseline, quick, steer_u, seed)
     if as_json:
         return json.dumps(report, indent=2)
     return format_table(report, time.perf_counter() - start)
