@@ -86,6 +86,9 @@ def measured(folder: Path, **changes) -> Path:
             "weight_dtypes": ["F16"],
         },
     }
+    for seed, shift in ((2234, 0.01), (3234, -0.01)):  # the other seeds' generations: the sampled figures move
+        moved = {k: v + shift for k, v in EVALUATE.items() if k in check_bars.SAMPLED}
+        files[f"evaluate_seed{seed}"] = {**EVALUATE, **moved}
     for name, data in files.items():
         (folder / f"{name}.json").write_text(json.dumps({**data, **changes.get(name, {})}))
     for name, line in CHECKS.items():
@@ -129,10 +132,32 @@ def test_latency_is_judged_at_the_solver_the_app_opens_with(tmp_path, capsys):
 
 @pytest.mark.parametrize("rt, strict, after_three", [(0.88, 1, 0), (0.8, 1, 1)])
 def test_style_has_both_verdicts(tmp_path, capsys, rt, strict, after_three):
-    folder = str(measured(tmp_path, evaluate={"style_rt_acc": rt}))
+    at_every_seed = {name: {"style_rt_acc": rt} for name in check_bars.SEED_RUNS}
+    folder = str(measured(tmp_path, **at_every_seed))
     assert check_bars.main([folder]) == strict
     assert check_bars.main([folder, "--after-three-tries"]) == after_three
     assert f"(>= 0.85: {'yes' if rt >= 0.85 else 'NO'})" in verdicts(capsys.readouterr().out)["style_rt_acc"]
+
+
+def test_sampled_figures_are_judged_on_their_mean_over_the_seeds(tmp_path, capsys):
+    # the evaluation's own seed meets the perplexity bar, the mean of the three does not
+    lucky = {"ppl_ratio_steered": 1.43}
+    folder = measured(
+        tmp_path,
+        evaluate=lucky,
+        evaluate_seed2234={"ppl_ratio_steered": 1.42},
+        evaluate_seed3234={"ppl_ratio_steered": 1.70},
+    )
+    assert check_bars.main([str(folder)]) == 1
+    row = next(r for r in check_bars.all_rows(folder) if r.figure == "ppl_ratio_steered")
+    assert row.value == "1.51667 (mean of 3 seeds, 1.42000-1.70000)" and row.met is False
+    capsys.readouterr()
+    (folder / "evaluate_seed3234.json").write_text(json.dumps({**EVALUATE, "ppl_ratio_steered": 1.56}))
+    assert check_bars.main([str(folder)]) == 0  # mean 1.47: met
+    # a seed's file missing: its figures are missed, the rest still judged
+    (folder / "evaluate_seed2234.json").unlink()
+    missed = [r.figure for r in check_bars.all_rows(folder) if r.met is False]
+    assert sorted(missed) == sorted(check_bars.SAMPLED)
 
 
 def test_a_missing_measurement_is_a_missed_bar(tmp_path, capsys):

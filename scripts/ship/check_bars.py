@@ -4,7 +4,9 @@
 
 Reads only OUTDIR's files (JSON with the json module, the independent checks' printed lines, train_log.jsonl), so
 a folder measured once can be judged again. A figure whose file or key is absent counts as missed: an incomplete
-measurement never passes. Rows with met "-" are reported, not bars. Style steering's bar is 0.9 on both sides, 0.85
+measurement never passes. Rows with met "-" are reported, not bars. The figures of sampled text (judges, style,
+perplexity ratio, valid words, trigrams) are judged on their mean over evaluate.json and the two other seeds' files
+(SEED_RUNS), the range beside it. Style steering's bar is 0.9 on both sides, 0.85
 after three stage-2 tries that missed 0.9 (issue 53): both verdicts are printed, --after-three-tries makes the
 second one count.
 """
@@ -21,6 +23,20 @@ from pathlib import Path
 ASSETS_BUDGET_BYTES = 80 * 1000 * 1000  # as tests/test_shipped_model.py counts it
 ONE_FRAME_MS = 1000 / 60
 LANDED = 1.0 + 1e-6  # the solves' τ are float32: τ = 1 is 1.0 within that
+# the generations' figures move with the seed (the flat hybrid's perplexity ratio: 1.43 / 1.42 / 1.56 over these),
+# so they are judged on their mean over `evaluate` at three seeds, the range shown
+SEED_RUNS = ("evaluate", "evaluate_seed2234", "evaluate_seed3234")
+SAMPLED = (
+    "steer_pos_clf",
+    "steer_neg_clf",
+    "steer_pos_vader",
+    "steer_neg_vader",
+    "style_rt_acc",
+    "style_imdb_acc",
+    "ppl_ratio_steered",
+    "valid_word_rate",
+    "repeated_trigram_rate",
+)
 
 
 class Missing(Exception):
@@ -78,13 +94,22 @@ def judged(figure: str, bar: str, compute, counted: bool = True) -> Row:
 
 def evaluate_rows(f: Folder, after_three_tries: bool) -> list[Row]:
     def e(key):
+        if key in SAMPLED:  # the mean over the seeds
+            values = [f.json(name)[key] for name in SEED_RUNS]
+            return sum(values) / len(values)
         return f.json("evaluate")[key]
 
+    def value(key):
+        if key not in SAMPLED:
+            return shown(e(key))
+        values = [f.json(name)[key] for name in SEED_RUNS]
+        return f"{shown(e(key))} (mean of {len(values)} seeds, {shown(min(values))}-{shown(max(values))})"
+
     def at_least(key, floor):
-        return judged(key, f">= {floor:g}", lambda: (shown(e(key)), e(key) >= floor))
+        return judged(key, f">= {floor:g}", lambda: (value(key), e(key) >= floor))
 
     def at_most(key, ceiling):
-        return judged(key, f"<= {ceiling:g}", lambda: (shown(e(key)), e(key) <= ceiling))
+        return judged(key, f"<= {ceiling:g}", lambda: (value(key), e(key) <= ceiling))
 
     rows = [
         judged("steer_u", "== 2 (steering judged at u = ±2)", lambda: (shown(e("steer_u")), e("steer_u") == 2.0)),
@@ -128,7 +153,7 @@ def evaluate_rows(f: Folder, after_three_tries: bool) -> list[Row]:
         at_least("steer_neg_vader", 0.85),
     ]
     for key in ("style_rt_acc", "style_imdb_acc"):
-        row = judged(key, ">= 0.9 (0.85 after three tries)", lambda key=key: (shown(e(key)), e(key) >= 0.9))
+        row = judged(key, ">= 0.9 (0.85 after three tries)", lambda key=key: (value(key), e(key) >= 0.9))
         if not row.value.startswith("missing"):
             fallback = e(key) >= 0.85
             row.note = f">= 0.85: {'yes' if fallback else 'NO'}"

@@ -36,6 +36,9 @@ step() {  # step NAME EXT COMMAND...: COMMAND's stdout to OUT/NAME.EXT, timed
 : > "$OUT/timings.tsv"
 step facts txt "$PY" scripts/ship/facts.py "$CKPT" "$OUT"
 step evaluate json "$PY" -m steering evaluate --checkpoint "$CKPT" --baseline "$BASE" --json
+for seed in 2234 3234; do  # the sampled figures' spread: check_bars.py judges their mean (SEED_RUNS)
+    step "evaluate_seed$seed" json "$PY" -m steering evaluate --checkpoint "$CKPT" --baseline "$BASE" --seed "$seed" --json
+done
 step curvature json "$PY" -m steering analyze curvature --checkpoint "$CKPT" --json
 step regimes json "$PY" -m steering analyze regimes --prompt-set probe --checkpoint "$CKPT" --json
 step depth json "$PY" -m steering depth "$CKPT" --baseline "$BASE" --json
