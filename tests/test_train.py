@@ -140,6 +140,40 @@ def test_stage2_loss_contrasts_each_axis_and_also_fits_u_zero(small_hybrid):
     assert blind["contrast_loss"] == pytest.approx(math.log(2), rel=1e-6)
 
 
+@pytest.mark.parametrize("fixture", ["small_depth_hybrid", "small_hybrid"])
+def test_beyond_only_stage2_runs_the_copies_at_most_one_without_gradient_and_loses_nothing(fixture, request):
+    """With B± alone training, the copies at |u| <= 1 run under no_grad: the loss, its logged parts and B±'s
+    gradients are those of the one-batch computation (stage2_beyond_only off: every copy with its gradient)."""
+    from steering.training.train import _freeze_for_stage2, stage2_loss
+
+    model = request.getfixturevalue(fixture)
+    model.add_beyond_steering()
+    with torch.no_grad():
+        for linear in (model.field.beyond_positive, model.field.beyond_negative):
+            torch.nn.init.normal_(linear.weight, std=0.3)
+    model.train()  # the penalties (RK4's error estimate or roughness) are part of the loss
+    torch.manual_seed(3)
+    x = torch.randint(1, model.config.vocab_size, (4, 12))
+    y = torch.randint(1, model.config.vocab_size, (4, 12))
+    u = torch.tensor([[1.0, -1.0], [-1.0, 1.0], [0.0, 1.0], [1.0, 0.0]])
+    results = []
+    for beyond_only in (False, True):
+        _freeze_for_stage2(model, beyond_only=True)
+        model.zero_grad()
+        cfg = make_config("tiny", contrast_u=2.0, contrast_weight=2.0, stage2_beyond_only=beyond_only)
+        loss, parts = stage2_loss(model, x, y, u, cfg)
+        loss.backward()
+        grads = [p.grad.clone() for p in (model.field.beyond_positive.weight, model.field.beyond_negative.weight)]
+        results.append((float(loss.detach()), parts, grads))
+    (full_loss, full_parts, full_grads), (split_loss, split_parts, split_grads) = results
+    assert split_loss == pytest.approx(full_loss, rel=1e-6)
+    assert set(split_parts) == set(full_parts) and len(full_parts) == 3  # lm, contrast and the penalty
+    for key, value in full_parts.items():
+        assert split_parts[key] == pytest.approx(value, rel=1e-5, abs=1e-9), key
+    for full, split in zip(full_grads, split_grads):
+        assert full.abs().max() > 0 and torch.allclose(split, full, rtol=1e-4, atol=1e-7)
+
+
 def test_stage2_style_axis_can_have_its_own_contrast_weight(small_hybrid):
     from steering.training.train import stage2_loss
 
