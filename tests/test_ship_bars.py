@@ -140,6 +140,9 @@ def test_style_has_both_verdicts(tmp_path, capsys, rt, strict, after_three):
 
 
 def test_sampled_figures_are_judged_on_their_mean_over_the_seeds(tmp_path, capsys):
+    from steering.evaluation.evaluate import GENERATION_FIGURES, KEYS
+
+    assert check_bars.SAMPLED == GENERATION_FIGURES and set(GENERATION_FIGURES) <= set(KEYS)
     # the evaluation's own seed meets the perplexity bar, the mean of the three does not
     lucky = {"ppl_ratio_steered": 1.43}
     folder = measured(

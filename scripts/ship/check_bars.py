@@ -24,19 +24,13 @@ ASSETS_BUDGET_BYTES = 80 * 1000 * 1000  # as tests/test_shipped_model.py counts 
 ONE_FRAME_MS = 1000 / 60
 LANDED = 1.0 + 1e-6  # the solves' τ are float32: τ = 1 is 1.0 within that
 # the generations' figures move with the seed (the flat hybrid's perplexity ratio: 1.43 / 1.42 / 1.56 over these),
-# so they are judged on their mean over `evaluate` at three seeds, the range shown
+# so they are judged on their mean over `evaluate` at three seeds, the range shown. SAMPLED is
+# steering.evaluation.evaluate.GENERATION_FIGURES, written out: this script reads files only (tests/test_ship_bars.py)
 SEED_RUNS = ("evaluate", "evaluate_seed2234", "evaluate_seed3234")
 SAMPLED = (
-    "steer_pos_clf",
-    "steer_neg_clf",
-    "steer_pos_vader",
-    "steer_neg_vader",
-    "style_rt_acc",
-    "style_imdb_acc",
-    "ppl_ratio_steered",
-    "valid_word_rate",
-    "repeated_trigram_rate",
-)
+    "steer_pos_clf", "steer_neg_clf", "steer_pos_vader", "steer_neg_vader", "style_rt_acc", "style_imdb_acc",
+    "valid_word_rate", "repeated_trigram_rate", "ppl_ratio_steered",
+)  # fmt: skip
 
 
 class Missing(Exception):

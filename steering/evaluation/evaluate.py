@@ -418,6 +418,20 @@ SAMPLING_GRID = {
 }
 
 
+# the figures of sampled text (judge_generations and the perplexity ratio): they move with the generations' seed
+GENERATION_FIGURES = (
+    "steer_pos_clf",
+    "steer_neg_clf",
+    "steer_pos_vader",
+    "steer_neg_vader",
+    "style_rt_acc",
+    "style_imdb_acc",
+    "valid_word_rate",
+    "repeated_trigram_rate",
+    "ppl_ratio_steered",
+)
+
+
 def judge_generations(tok, gens: PromptGenerations) -> dict:
     """The evaluation's text figures of one set of generations: judges, valid words, repeats."""
     sentiment = {k: judge_sentiment(gens.continuations[k]) for k in ("positive", "negative")}
