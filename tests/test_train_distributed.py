@@ -25,6 +25,7 @@ RUN = [
     "--preset", "tiny", "--steps", str(STEPS), "--stage2-steps", str(STAGE2_STEPS), "--eval-every", "5",
     "--tokens-per-batch", "512", "--stage2-tokens-per-batch", "512", "--max-reviews", "1000",
     "--save-every-s", "0", "--dist-timeout-s", "120", "--no-progress",
+    "--stage2-beyond-only", "--contrast-u", "2.0",  # stage 2's second forward, without gradient, under DDP
 ]  # fmt: skip
 EVERY_STEP = [(1, s) for s in range(STEPS)] + [(2, s) for s in range(STAGE2_STEPS)]
 LIMIT_S = 400  # one run: 60-130 s here with its core shared by other jobs; past this the test kills its tree and fails
