@@ -228,9 +228,8 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig):
     # have no gradient, so they run without one (a step in 0.64x the time on D5's shape). Their penalties join the
     # others' by their share of the rows: the mean over all rows, since each penalty is a mean over rows over a
     # size that depends on H(0) alone (not so for roughness relative to the field).
-    constant = [0, len(copies) - 1] if cfg.stage2_beyond_only and cfg.contrast_u != 1.0 else []
-    if cfg.roughness_relative_to != "state":
-        constant = []
+    split = cfg.stage2_beyond_only and cfg.contrast_u != 1.0 and cfg.roughness_relative_to == "state"
+    constant = [0, len(copies) - 1] if split else []
     trained = [i for i in range(len(copies)) if i not in constant]
     with autocast(cfg, x.device):
         logits, penalties = model(
