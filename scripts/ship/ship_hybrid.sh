@@ -65,9 +65,13 @@ EOF
 
 run 1 check-run finished_run
 run 2 copy copy_run
-# the size budget (80 MB), the checkpoints load, and scripts/train_shipped.sh carries the shipped recipe
-run 3 shipped-tests "$PY" -m pytest -q -p no:cacheprovider tests/test_shipped_model.py \
-    -k "size_budget or recipe_script_trains_exactly"
+# the size budget (80 MB), the checkpoints load, and scripts/train_shipped.sh carries the shipped recipe; by node ID,
+# so a renamed test stops the ship ("not found") where a -k pattern would quietly select nothing
+T=tests/test_shipped_model.py
+run 3 shipped-tests "$PY" -m pytest -q -p no:cacheprovider \
+    "$T::test_shipped_checkpoints_load_as_float32_and_fit_the_size_budget" \
+    "$T::test_every_flag_of_the_recipe_is_a_training_option_on_either_device" \
+    "$T::test_the_recipe_scripts_train_exactly_the_shipped_configs"
 run 4 experiments "$PY" -m steering experiments --checkpoint "$DEST" --out assets/results  # the regimes map too
 run 5 screenshots "$PY" scripts/ship/docs_screenshots.py --checkpoint "$DEST"
 run 6 regimes-screenshot "$PY" scripts/regimes_screenshot.py --checkpoint "$DEST" --out docs/regimes.png
