@@ -64,8 +64,9 @@ def _span(values) -> str:
 
 
 def regimes_map_rows(rm: dict, paper_regimes: str) -> list[tuple]:
-    bands = [r["band"] for r in rm["prompts"] if r["band"]]
-    within = sum(bool(r["switch_within_step"]) for r in rm["prompts"] if r["band"])
+    # rm as results.json holds it: None values are dropped, so a prompt without a band has no "band" key
+    bands = [r["band"] for r in rm["prompts"] if r.get("band")]
+    within = sum(bool(r.get("switch_within_step")) for r in rm["prompts"] if r.get("band"))
     if bands:
         ours = (
             f"a band of two levels ({'/'.join(str(v) for v in bands[0]['levels'])} NFE) on {len(bands)} of "
@@ -95,10 +96,10 @@ def regimes_map_rows(rm: dict, paper_regimes: str) -> list[tuple]:
 
 
 def regimes_map_paragraph(rm: dict, paper_regimes: str) -> str:
-    bands = [(r["prompt"], r["band"]) for r in rm["prompts"] if r["band"]]
+    bands = [(r["prompt"], r["band"]) for r in rm["prompts"] if r.get("band")]
     text = f"The paper reports two NFE regimes over u ({paper_regimes}). "
     if not bands:
-        why = next((r["why_no_band"] for r in rm["prompts"] if r["why_no_band"]), "")
+        why = next((r["why_no_band"] for r in rm["prompts"] if r.get("why_no_band")), "")
         return text + f"On our model no probe prompt takes two levels of the first-step rule: {why}."
     text += (
         f"On our model the map shows them on {len(bands)} of {rm['n_prompts']} probe prompts, only inside a narrow "
