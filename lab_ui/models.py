@@ -53,7 +53,11 @@ def checkpoint_choices() -> list[Path]:
     """The one the app started with, the shipped flat field (assets/flat) beside it, and the hybrid
     checkpoints under $STEERING_CHECKPOINTS (any depth)."""
     found = [Path(os.environ.get("STEERING_CHECKPOINT", ASSETS / "hybrid"))]
-    if (ASSETS / "flat" / CONFIG).is_file() and ASSETS / "flat" not in found:
+
+    def listed(path: Path) -> bool:  # by where it is: "assets/flat" and /…/assets/flat are one checkpoint
+        return any(path.resolve() == f.resolve() for f in found)
+
+    if (ASSETS / "flat" / CONFIG).is_file() and not listed(ASSETS / "flat"):
         found.append(ASSETS / "flat")
     root = os.environ.get("STEERING_CHECKPOINTS")
     if root and Path(root).is_dir():
@@ -62,7 +66,7 @@ def checkpoint_choices() -> list[Path]:
                 arch = json.loads(config.read_text())["model"]["arch"]
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # not a checkpoint's config
-            if arch == "hybrid" and config.parent not in found:
+            if arch == "hybrid" and not listed(config.parent):
                 found.append(config.parent)
     return found
 

@@ -236,7 +236,9 @@ def _bind(widget_key: str, field: str, convert=lambda v: v):
     st.session_state[widget_key] = getattr(state(), field)
 
     def on_change():
-        update(**{field: convert(st.session_state[widget_key])})
+        # a checkpoint switch in the same rerun resets the widgets (drops their keys) before this runs
+        if widget_key in st.session_state:
+            update(**{field: convert(st.session_state[widget_key])})
 
     return on_change
 

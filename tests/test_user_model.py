@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -267,6 +268,35 @@ def test_experiments_on_the_users_checkpoint_run_what_fits_and_name_the_rest(use
     table = at.dataframe[0].value
     assert "formality" in " ".join(table["paper figure"]) and not at.info
     assert any("Skipped: against activation steering" in m.value for m in at.markdown)
+
+
+def test_a_checkpoint_is_listed_once_however_its_path_is_written(monkeypatch):
+    """STEERING_CHECKPOINT=assets/flat (relative) is the shipped flat field, not a second checkpoint beside it:
+    listed twice, its two entries shared one label and the sidebar's picker switched between them by itself."""
+    from lab_ui import models
+
+    monkeypatch.chdir(ASSETS.parent)
+    monkeypatch.delenv("STEERING_CHECKPOINTS", raising=False)
+    monkeypatch.setenv("STEERING_CHECKPOINT", "assets/flat")
+    assert models.checkpoint_choices() == [Path("assets/flat")]
+    monkeypatch.setenv("STEERING_CHECKPOINT", "assets/hybrid")
+    assert models.checkpoint_choices() == [Path("assets/hybrid"), ASSETS / "flat"]
+
+
+def test_a_checkpoint_switch_and_a_prompt_edit_in_one_rerun_keep_the_page(user_lab, monkeypatch, tmp_path):
+    """The switch resets the sliders and the prompt to the new model's; the prompt's own callback in the same
+    rerun must not look for the widget state the switch dropped (it raised KeyError: 'w_prompt')."""
+    movie = tmp_path / "movie"
+    shutil.copytree(user_lab, movie)
+    monkeypatch.setenv("STEERING_CHECKPOINT", str(movie))
+    monkeypatch.setenv("STEERING_CHECKPOINTS", str(user_lab.parent))
+    at = run("pages/trajectories.py")
+    at.text_area(key="w_prompt").set_value("An edit the switch overrides")
+    at.selectbox(key="w_checkpoint").set_value(str(user_lab))
+    at.run()
+    no_exception(at)
+    prompts = json.loads((user_lab / "config.json").read_text())["meta"]["prompts"]
+    assert at.text_area(key="w_prompt").value == prompts[0]
 
 
 def test_the_sidebar_switches_between_checkpoints_found_under_a_folder(user_lab, monkeypatch, tmp_path):
