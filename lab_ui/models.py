@@ -186,7 +186,7 @@ def _steer_views(path: str, key: str) -> Prefetcher:
             loaded.lock.pause_for_foreground()
             return cancelled()
 
-        torch.set_num_threads(1)
+        torch.set_num_threads(BATCH_THREADS)
         with loaded.lock:
             views = compute.compute_steer_views(
                 loaded.model,
@@ -210,6 +210,11 @@ def _steer_views(path: str, key: str) -> Prefetcher:
 # reads every weight once a token whatever the batch, so bigger batches cost less per view (benchmarks/bench_range.py;
 # figures in docs/benchmarks.md). A page never waits for a whole batch, only for the token in progress.
 STEER_BATCH = 40
+# and the torch threads a batch runs on: all the process has (OMP_NUM_THREADS, else the cores), read at import on the
+# main thread (OpenMP's setting is per thread). A batch of 40 rows has the work to share, where one row's decode
+# does not: the range after a prompt change 5.4-7.1 -> 4.0 s on D5's shape, 2.8-3.2 -> 2.3 s on the flat hybrid
+# (benchmarks/bench_app.py, 2 cores; docs/journal.md "The range on two threads"), the slider's step unchanged
+BATCH_THREADS = torch.get_num_threads()
 
 
 def _log_range(session, seconds: float, keys: int, last_key: tuple):
