@@ -209,7 +209,8 @@ def _steer_views(path: str, key: str) -> Prefetcher:
 # controls per background batch: after the two nearest, the slider's other 79 positions in one batch. Decoding
 # reads every weight once a token whatever the batch, so bigger batches cost less per view (benchmarks/bench_range.py;
 # figures in docs/benchmarks.md): the range after a prompt change 4.5 -> 3.3-3.7 s on D5's shape with 80 rather than
-# 40 (docs/journal.md, "The range on two threads"). A page never waits for a whole batch, only for the token in progress.
+# 40 (docs/journal.md, "The range on two threads"). A page never waits for a whole batch, only for the token in
+# progress.
 STEER_BATCH = 80
 # and the torch threads a batch runs on: all the process has (OMP_NUM_THREADS, else the cores), read at import on the
 # main thread (OpenMP's setting is per thread). A batch has the work to share, where one row's decode does not: the
