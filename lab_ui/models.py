@@ -6,6 +6,7 @@ serialised on the model's lock. A missing checkpoint or a computation that fails
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import threading
@@ -375,7 +376,7 @@ def load(path: Path) -> Loaded:
 
 
 # ---------------------------------------------------------------- long computations on their own thread
-@dataclass
+@dataclass(eq=False)  # compared by identity: the list of started jobs removes this one
 class BackgroundJob:
     """A computation that runs on its own thread while pages poll it: its progress, then its result or error."""
 
@@ -383,9 +384,34 @@ class BackgroundJob:
     result: object = None
     error: str | None = None
     done: bool = False
+    stopping: bool = False  # set at process exit: the job ends at its next progress report
+    thread: threading.Thread | None = None
+
+
+class JobStopped(Exception):
+    """Raised at a background job's progress report once the process is exiting."""
 
 
 BACKGROUND_ENTRIES = 16
+BACKGROUND_EXIT_WAIT_S = 60.0
+_started_jobs: list[BackgroundJob] = []  # module-level, not in a cached resource: the exit hook runs after Streamlit
+
+
+def stop_background_jobs(timeout: float = BACKGROUND_EXIT_WAIT_S) -> bool:
+    """Ask every running job to end at its next progress report, and wait for them (at most timeout seconds in
+    all). Runs at interpreter exit: a daemon thread still inside a torch op when the process ends aborts it
+    ("terminate called without an active exception", exit 134). Returns whether every job ended."""
+    deadline = time.monotonic() + timeout
+    jobs = list(_started_jobs)
+    for job in jobs:
+        job.stopping = True
+    for job in jobs:
+        if job.thread is not None:
+            job.thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(job.thread is not None and job.thread.is_alive() for job in jobs)
+
+
+atexit.register(stop_background_jobs)
 
 
 @st.cache_resource
@@ -412,6 +438,8 @@ def background(loaded: Loaded, name: str, key: tuple, fn, what: str) -> Backgrou
             del store[oldest]
 
     def on_progress(fraction: float):
+        if job.stopping:
+            raise JobStopped
         job.progress = float(fraction)
         loaded.lock.pause_for_foreground()
 
@@ -420,6 +448,8 @@ def background(loaded: Loaded, name: str, key: tuple, fn, what: str) -> Backgrou
         loaded.lock.acquire(background=True)
         try:
             job.result = fn(loaded.model, loaded.tok, on_progress)
+        except JobStopped:
+            job.error = f"{what} stopped: the app is shutting down"
         except (SolverStepLimitError, ValueError) as err:
             job.error = f"Cannot compute {what}: {err}"
         except Exception as err:  # noqa: BLE001 - shown on the page, not lost on a thread
@@ -427,6 +457,10 @@ def background(loaded: Loaded, name: str, key: tuple, fn, what: str) -> Backgrou
         finally:
             loaded.lock.release()
             job.done = True
+            if job in _started_jobs:
+                _started_jobs.remove(job)
 
-    threading.Thread(target=work, name=f"lab-{name}", daemon=True).start()
+    job.thread = threading.Thread(target=work, name=f"lab-{name}", daemon=True)
+    _started_jobs.append(job)
+    job.thread.start()
     return job

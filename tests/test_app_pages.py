@@ -536,3 +536,43 @@ def test_dynamics_page_shows_the_stretching_rate_per_u(lab_env):
     assert len(largest) == 9 and all(a >= b - 1e-9 for a, b in zip(largest, mean))
     reading = next(re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown if "stretching rate" in m.value)
     assert f"{max(largest):+.3g}" in reading
+
+
+BACKGROUND_AT_EXIT = """
+import sys, threading, time
+import torch
+from lab_ui import models
+from steering.lab.prefetch import FairLock
+
+started = threading.Event()
+
+def busy(model, tok, on_progress):  # torch work between progress reports, like the regimes map's rows
+    torch.set_num_threads(1)
+    a = torch.randn(400, 400)
+    for i in range(10**9):
+        started.set()
+        for _ in range(5):
+            a = torch.tanh(a @ a)
+        on_progress(min(i / 1e6, 0.99))
+
+loaded = models.Loaded(None, None, {}, "key", None, FairLock())
+job = models.background(loaded, "busy", (), busy, what="the busy job")
+assert started.wait(60)
+time.sleep(0.5)
+print("exiting with the job running:", not job.done, flush=True)
+"""
+
+
+def test_the_process_exits_cleanly_with_a_background_job_running():
+    """A daemon thread inside a torch op when the interpreter ends aborts the process (exit 134, as CI did after
+    every test had passed): the exit hook stops the job at its next progress report and waits for it."""
+    import subprocess
+    import sys
+
+    root = Path(APP).parent
+    done = subprocess.run(
+        [sys.executable, "-c", BACKGROUND_AT_EXIT], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert "exiting with the job running: True" in done.stdout, done.stderr[-2000:]
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "terminate called" not in done.stderr
