@@ -6,6 +6,7 @@ import torch
 
 from steering.analysis.regimes_map import (
     Cell,
+    PromptMap,
     cell_reason,
     crossings,
     default_tolerance_reading,
@@ -37,6 +38,27 @@ def test_each_cell_gets_its_reason_from_the_steps_as_taken():
     assert cell_reason([0.2], [True]) == "cap-limited"
     assert cell_reason([0.05, 0.3, 0.65], [True] * 3) == "error-limited"  # the error held the growth to 6×
     assert cell_reason([0.05, 0.5, 0.6, 0.45], [True, True, False, True]) == "rejected"
+
+
+def _one_row_map(nfe, first_step, reasons) -> PromptMap:
+    n = len(nfe)
+    return PromptMap(
+        prompt="p", u=np.linspace(-2, 2, n), t=np.array([1e-3]), nfe=np.array([nfe]), accepted=np.array([nfe]),
+        rejected=np.zeros((1, n)), first_step=np.array([first_step]), reason=[reasons], predicted=np.zeros((1, n)),
+        bands=[], exceptions=[], rule=None, band_rows=[], past_end=False, max_tau=1.0, why_no_band="none",
+        rule_error=0.0, seconds=0.0, solves=n,
+    )  # fmt: skip
+
+
+def test_the_default_reading_tells_a_growth_the_error_held_from_a_step_it_added():
+    # D5f on "The movie was": h = 0.0635, the second step grew 8x (under the cap), the third landed on tau = 1:
+    # 3 steps, the fewest h and the 10x cap allow, so the first-step rule sets the count, not the tolerance
+    held = default_tolerance_reading(_one_row_map([20, 20, 20], [0.062, 0.0635, 0.064], ["error-limited"] * 3))
+    assert "never enough to cost a step" in held and "first-step rule, not the tolerance, sets it" in held
+    assert "3, 2 + 6·3 = 20 NFE" in held
+    # one u takes a fourth step that h and the cap did not need: there the tolerance sets the count
+    added = default_tolerance_reading(_one_row_map([20, 26, 20], [0.062, 0.0635, 0.064], ["error-limited"] * 3))
+    assert "on 1 of 3 u that costs steps: there the tolerance sets the count" in added
 
 
 def test_interpolated_crossings_of_a_threshold():

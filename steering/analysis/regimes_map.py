@@ -517,11 +517,23 @@ def default_tolerance_reading(m: PromptMap, t: float = 1e-3) -> str:
             )
         else:
             text += ", which straddles " + ", ".join(_fraction(step_threshold(k)) for k in ks[1:]) + ": the switch"
-    elif set(counts) == {"error-limited"} or "rejected" not in counts:
-        text = (
-            f"{head}. No step is rejected, but the error holds the steps' growth under the 10× cap on "
-            f"{counts.get('error-limited', 0)} of {len(reasons)} u: the tolerance, not the first step, sets the count"
-        )
+    elif "rejected" not in counts:
+        # the error slowed a step's growth below the cap; whether that cost a step is the count against the
+        # fewest steps the first step and the cap allow (2 + 6·k NFE without rejections)
+        added = [int(v) > predicted_nfe(float(x)) for v, x in zip(nfe, h)]
+        n = len(reasons)
+        held = f"No step is rejected; the error holds a step's growth under the 10× cap on {counts['error-limited']}"
+        held += f" of {n} u"
+        if any(added):
+            text = f"{head}. {held}, and on {sum(added)} of {n} u that costs steps: there the tolerance sets the count"
+        else:
+            ks = sorted({steps_to_end(float(x)) for x in h})
+            text = (
+                f"{head}. {held}, but never enough to cost a step: the count is the fewest steps the first step "
+                f"h = min(100·h0, h1) = {h.min():.3g}–{h.max():.3g} and the 10× cap allow ("
+                + " or ".join(f"{k}, 2 + 6·{k} = {EVALS_BEFORE_FIRST_STEP + EVALS_PER_STEP * k} NFE" for k in ks)
+                + "), so the first-step rule, not the tolerance, sets it"
+            )
     else:
         text = (
             f"{head}. A step is rejected on {counts['rejected']} of {len(reasons)} u: there the error binds, and the "
