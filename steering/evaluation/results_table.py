@@ -188,7 +188,7 @@ def _steering_rows(st_: dict) -> list[tuple]:
                 f"probe u = {PAPER_PROBE_U[key]}: {PAPER[key]}",
                 f"at u = {label}: P(good) {100 * p['p_good']:.1f}%, P(bad) {100 * p['p_bad']:.1f}% "
                 f"(good among the two: {100 * p['relative_good']:.1f}%)",
-                f"'{PROMPT}' + word, whole-word probability (chain rule over its tokens), Euler 4",
+                f"'{PROMPT}' + word, whole-word probability (chain rule over its tokens), the trained solver",
             )
         )
     return rows + [
