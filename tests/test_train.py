@@ -434,9 +434,11 @@ def test_old_configs_load_and_one_warning_names_the_removed_options_that_mattere
 
     from steering.training.config import REMOVED_OPTIONS, RemovedOptionWarning, train_config_from_dict
 
-    # the previous shipped pair's records (tests/data) and the flagship's, written before the options went
+    # the previous shipped pair's records (tests/data) and the flat flagship's (assets/flat), written before the
+    # options went; the depth hybrid shipped since (assets/hybrid) was written after, without them
     shipped = json.loads((ROOT / "tests" / "data" / "previous_pair_train_options.json").read_text())
-    flagship_run = json.loads((ROOT / "assets" / "hybrid" / "config.json").read_text())["meta"]["train"]
+    flagship_run = json.loads((ROOT / "assets" / "flat" / "config.json").read_text())["meta"]["train"]
+    depth_run = json.loads((ROOT / "assets" / "hybrid" / "config.json").read_text())["meta"]["train"]
     # W1 (docs/journal.md), the one run of --init-from, which was added and removed between two ships
     w1_run = json.loads((ROOT / "tests" / "data" / "w1_train_options.json").read_text())
     assert set(REMOVED_OPTIONS) <= set(shipped["hybrid"]) | set(flagship_run) | set(w1_run)
@@ -444,7 +446,7 @@ def test_old_configs_load_and_one_warning_names_the_removed_options_that_mattere
         assert train_config_from_dict(w1_run).steps == 800  # the rest of its record still loads
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every removed option there is at the value the code now always uses
-        for train_options in (*shipped.values(), flagship_run):
+        for train_options in (*shipped.values(), flagship_run, depth_run):
             train_config_from_dict(train_options)
         # the flagship run, started before, writes every field of then: its removed options at their defaults
         flagship = make_config("demo", d_model=384, n_heads=6, steps=2800, contrast_u=2.0, bf16=True, resume=True)
