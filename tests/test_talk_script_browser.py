@@ -118,7 +118,9 @@ def test_page_down_steps_through_the_talk_in_presenter_mode(lab_url):
             assert urlsplit(page.url).path == f"/{step.page}"
             wait_for_query(page, {"talk": TALK, "step": str(k), "presenter": "1"})
             assert step.caption in page.locator(".st-key-talk_bar").inner_text()
-            link = page.locator(".st-key-view_link code").text_content()
+            # the Trajectories page draws the link after its paths (pages/trajectories.py ends with sync_url); on two
+            # cores, in a full fresh-clone run, step 2 once took over playwright's default 30 s to get there
+            link = page.locator(".st-key-view_link code").text_content(timeout=180_000)
             assert query(link) == logic.to_query_params(step.state(presenter=True)), (k, link)
             if k == 1:
                 presenter_fits_and_charts_save_slides(page)
