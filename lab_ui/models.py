@@ -376,7 +376,7 @@ def load(path: Path) -> Loaded:
 
 
 # ---------------------------------------------------------------- long computations on their own thread
-@dataclass(eq=False)  # compared by identity: the list of started jobs removes this one
+@dataclass(eq=False)  # hashed by identity: a member of the set of running jobs
 class BackgroundJob:
     """A computation that runs on its own thread while pages poll it: its progress, then its result or error."""
 
@@ -394,7 +394,7 @@ class JobStopped(Exception):
 
 BACKGROUND_ENTRIES = 16
 BACKGROUND_EXIT_WAIT_S = 60.0
-_started_jobs: list[BackgroundJob] = []  # module-level, not in a cached resource: the exit hook runs after Streamlit
+_running_jobs: set[BackgroundJob] = set()  # module-level, not in a cached resource: the exit hook runs after Streamlit
 
 
 def stop_background_jobs(timeout: float = BACKGROUND_EXIT_WAIT_S) -> bool:
@@ -402,7 +402,7 @@ def stop_background_jobs(timeout: float = BACKGROUND_EXIT_WAIT_S) -> bool:
     all). Runs at interpreter exit: a daemon thread still inside a torch op when the process ends aborts it
     ("terminate called without an active exception", exit 134). Returns whether every job ended."""
     deadline = time.monotonic() + timeout
-    jobs = list(_started_jobs)
+    jobs = list(_running_jobs)
     for job in jobs:
         job.stopping = True
     for job in jobs:
@@ -457,10 +457,9 @@ def background(loaded: Loaded, name: str, key: tuple, fn, what: str) -> Backgrou
         finally:
             loaded.lock.release()
             job.done = True
-            if job in _started_jobs:
-                _started_jobs.remove(job)
+            _running_jobs.discard(job)
 
     job.thread = threading.Thread(target=work, name=f"lab-{name}", daemon=True)
-    _started_jobs.append(job)
+    _running_jobs.add(job)
     job.thread.start()
     return job
