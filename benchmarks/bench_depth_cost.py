@@ -7,8 +7,7 @@ the solver, not on how far the run has trained, so a candidate can be timed whil
 for clean figures). At RK4-2 (the depth recipe's solver) and Euler-4 (the cheap point at inference), side by side in
 one run: the no-grad forward's latency and FLOP ratios to the discrete baseline (issue 53: latency <= FLOP + 0.05),
 decoding over its own floor (bar: <= 2x), and the Steer page's 81-position range at batch 40 (lab.compute_steer_views,
-the drawn line included) against the flat hybrid's, and against the same range with no line drawn (what the line
-costs: analysis.trajectories.flow_line).
+the drawn paths included) against the flat hybrid's.
 """
 
 from __future__ import annotations
@@ -26,8 +25,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import torch  # noqa: E402
 from bench_range import range_seconds  # noqa: E402
 
-from steering.analysis import trajectories  # noqa: E402
-from steering.analysis.inputs import tau_grid  # noqa: E402
 from steering.analysis.pca import fit_pca_map  # noqa: E402
 from steering.evaluation.efficiency import (  # noqa: E402
     INFERENCE_EULER,
@@ -50,11 +47,6 @@ def with_solver(model, solver: SolverConfig):
     """The model as if trained with `solver`: decoding and the Steer range use the training solver."""
     model.config = replace(model.config, solver=solver.method, solver_steps=solver.steps)
     return model
-
-
-def no_line(model, h0, u, n_tau):
-    """The solver's own states on the drawn grid (straight between its step ends): the range without a line."""
-    return model.middle(h0, u, model.training_solver, tau=tau_grid(n_tau)).states
 
 
 def main(argv=None) -> int:
@@ -86,20 +78,13 @@ def main(argv=None) -> int:
         m: fit_pca_map(m, t, prompts=(PROMPT,), u_values=(-1.0, 1.0), n_tau=5)
         for m, t in ((model, tok), (flat, flat_tok))
     }
-    line = trajectories.flow_line
-    ranges = {"model": [], "model_no_line": [], "flat": []}
+    ranges = {"model": [], "flat": []}
     for m, t in ((model, tok), (flat, flat_tok)):
         range_seconds(m, t, maps[m], PROMPT, BATCH)  # warm-up
-    for _ in range(args.repeats):  # alternating, so a slower minute shows in all three
+    for _ in range(args.repeats):  # alternating, so a slower minute shows in both
         ranges["model"].append(range_seconds(model, tok, maps[model], PROMPT, BATCH))
-        trajectories.flow_line = no_line
-        try:
-            ranges["model_no_line"].append(range_seconds(model, tok, maps[model], PROMPT, BATCH))
-        finally:
-            trajectories.flow_line = line
         ranges["flat"].append(range_seconds(flat, flat_tok, maps[flat], PROMPT, BATCH))
     report["steer_range_s"] = ranges
-    report["line_cost_ratio"] = min(ranges["model"]) / min(ranges["model_no_line"])
     if args.json:
         print(json.dumps(report, indent=1))
         return 0
@@ -114,7 +99,6 @@ def main(argv=None) -> int:
     fmt = lambda xs: ", ".join(f"{x:.2f}" for x in xs)  # noqa: E731
     print(
         f"  Steer range (81 positions, batch {BATCH}, at {trained_with.label()}): {fmt(ranges['model'])} s; "
-        f"without the drawn line {fmt(ranges['model_no_line'])} s (line {report['line_cost_ratio']:.2f}x); "
         f"flat hybrid {fmt(ranges['flat'])} s"
     )
     return 0

@@ -135,6 +135,54 @@ def test_a_drawn_path_is_the_flow_with_the_solvers_step_ends_on_it(small_depth_h
     assert "cubic dense output" in path.line_label
 
 
+@pytest.mark.parametrize(
+    "solver", [SolverConfig("euler", steps=4), SolverConfig("midpoint", steps=3), SolverConfig("rk4", steps=2)]
+)
+def test_the_slopes_at_the_step_ends_are_the_field_there(small_depth_hybrid, small_tokenizer, solver):
+    """solve_with_slopes reads dH/dτ at each step's start off the solver's first stage; it must be the field
+    evaluated at that state and depth (and at τ = 1, evaluated)."""
+    from steering.analysis.inputs import control_vector, prompt_tensor
+    from steering.analysis.trajectories import solve_with_slopes
+
+    model = small_depth_hybrid
+    idx, _ = prompt_tensor(model, small_tokenizer, "the film was")
+    u = control_vector([1.5, -0.5], "sentiment")
+    with torch.no_grad():
+        h0 = model.encode(idx)
+        solve, slopes = solve_with_slopes(model, h0, u, solver)
+        field = model.field.bind(model.control_or_zero(u, 1, h0.device), h0)
+        taus = torch.linspace(0, 1, solver.steps + 1)
+        explicit = torch.stack([field(t, h) for t, h in zip(taus, solve.states)])
+    assert solve.nfe == {"euler": 1, "midpoint": 2, "rk4": 4}[solver.method] * solver.steps
+    assert torch.allclose(slopes, explicit, atol=1e-6)
+    assert not torch.allclose(slopes[0], slopes[-1])  # a depth-varying field: the slope changes along the path
+
+
+def test_the_solvers_own_line_passes_through_its_step_ends_without_a_kink(small_depth_hybrid, small_tokenizer):
+    """line="solver" (the Steer map's path) is the cubic through RK4-2's step ends: on them exactly, smooth at
+    τ = 0.5 where the tent kinks, and nearer the flow than the tent between them."""
+    from steering.analysis.trajectories import compute_path
+
+    solver = SolverConfig("rk4", steps=2)
+    args = (small_depth_hybrid, small_tokenizer, "the film was", (1.0, 0.0), solver)
+    path = compute_path(*args, n_tau=33, line="solver")
+    own = compute_trajectory(*args, n_tau=33)
+    reference = compute_path(*args, n_tau=33)
+    assert np.allclose(path.states[[0, 16, 32]], path.stations, atol=1e-5)
+    assert np.allclose(path.stations, reference.stations) and path.nfe == reference.nfe == 8
+    mean = path.states.mean(axis=1)
+    tent = own.states.mean(axis=1)
+    kink = lambda p: np.linalg.norm((p[17] - p[16]) - (p[16] - p[15]))  # noqa: E731  second difference at τ = 0.5
+    assert kink(mean) < 0.25 * kink(tent)  # 0.17x here: the cubics meet with one slope (a C1 join, not C2)
+    quarter = 8
+    assert np.linalg.norm(path.states[quarter] - reference.states[quarter]) < np.linalg.norm(
+        own.states[quarter] - reference.states[quarter]
+    )
+    assert "step ends" in path.line_label and "reference" in reference.line_label
+    with pytest.raises(ValueError, match="line"):
+        compute_path(*args, line="tent")
+
+
 def test_an_adaptive_solvers_stations_are_its_accepted_step_ends(small_depth_hybrid, small_tokenizer):
     from steering.analysis.trajectories import compute_path
 

@@ -36,7 +36,7 @@ def _general_view(model, tok, pca, prompt, control, solver, max_new_tokens):
         fast=False,
     )[0]
     tokens, probs = next_token_distribution(model, tok, prompt, list(control), solver, top_k=10)
-    traj = compute_path(model, tok, prompt, list(control), solver, n_tau=33)
+    traj = compute_path(model, tok, prompt, list(control), solver, n_tau=33, line="solver")
     return gen, list(tokens), probs, project_trajectory(pca, traj).points, traj
 
 
@@ -73,6 +73,12 @@ def test_a_prompt_cut_for_generation_still_gets_its_own_next_token_odds(small_en
         small_entry_hybrid, small_tokenizer, prompt, list(CONTROLS[0]), SolverConfig(), top_k=10
     )
     assert views[0].next_tokens == list(tokens) and np.allclose(views[0].next_probs, probs, atol=1e-6)
+    # and its own path: the prompt as the page takes it (its tail), solved apart from the generation's prompt pass
+    _, _, _, path, traj = _general_view(
+        small_entry_hybrid, small_tokenizer, pca, prompt, CONTROLS[0], SolverConfig(), max_new_tokens=16
+    )
+    assert np.allclose(views[0].path, path, atol=1e-5) and views[0].solve_nfe == traj.nfe
+    assert np.allclose(views[0].stations, pca.project(traj.stations.mean(axis=1)), atol=1e-5)
 
 
 def test_views_stop_when_cancelled(small_entry_hybrid, small_tokenizer, pca):

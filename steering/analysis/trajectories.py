@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
+from ..inference.decode import STAGES
 from ..model.ode import SolverConfig
 from .inputs import control_vector, prompt_tensor, solver_config, tau_grid, tau_values
 
@@ -130,31 +131,56 @@ def compute_trajectory(
     )
 
 
-# RK4 steps of the drawn line. On the flat hybrid and the D5 field its cubic dense output lies within 1e-5
-# (relative) of RK4 with a step end at each of 33 points, at a third of the field evaluations (41, not 128):
-# the Steer page draws a line for every slider position, so this is on its hot path (docs/journal.md).
-LINE_STEPS = 8
+# RK4 steps of the reference line. On D5f (assets/hybrid) its cubic dense output misses RK4 with 64 steps by at most
+# 1.4e-4 of the path's extent in the PCA map (RK4-4: 3.1e-4, RK4-8: 2.2e-5), where the trained solver's own stations
+# (RK4-2) miss it by 2.2e-3: the line stays a reference for them at 21 field evaluations (RK4-8's took 41).
+LINE_STEPS = 5
 LINE_LABEL = f"RK4 ({LINE_STEPS} steps) and its cubic dense output (reference)"
 
 
-@torch.no_grad()
-def flow_line(model, h0: torch.Tensor, u: torch.Tensor, n_tau: int) -> torch.Tensor:
-    """The continuous path drawn between a fixed-step solver's stations: H(τ) on n_tau evenly spaced points.
-
-    RK4 with LINE_STEPS steps gives H at its step ends; between them H is the cubic Hermite interpolant
-    through H and dH/dτ at both ends (the field evaluated there), accurate to the fourth order like the
-    steps themselves, so the line is smooth where straight segments between step ends would kink.
-    h0 [batch, tokens, d], u [batch, control]; returns [n_tau, batch, tokens, d].
-    """
-    step = 1.0 / LINE_STEPS
-    nodes = model.middle(h0, u, SolverConfig("rk4", steps=LINE_STEPS), tau=tau_grid(LINE_STEPS + 1)).states
-    field = model.field.bind(model.control_or_zero(u, h0.shape[0], h0.device).to(h0.dtype), h0)
-    slopes = torch.stack([field(torch.tensor(i * step, dtype=h0.dtype), nodes[i]) for i in range(LINE_STEPS + 1)])
-    tau = tau_grid(n_tau).to(h0.dtype)
-    i = torch.clamp((tau / step).floor().long(), max=LINE_STEPS - 1)  # the step each point falls in
-    s = (tau / step - i).view(-1, *[1] * h0.dim())  # where in that step, from 0 to 1
+def hermite_line(nodes: torch.Tensor, slopes: torch.Tensor, n_tau: int) -> torch.Tensor:
+    """H(τ) on n_tau evenly spaced points from H and dH/dτ at τ = 0, 1/N, ..., 1 ([N + 1, ...] each): the cubic
+    Hermite interpolant on each step, smooth where straight segments between the step ends would kink."""
+    steps = nodes.shape[0] - 1
+    step = 1.0 / steps
+    tau = tau_grid(n_tau).to(nodes.dtype)
+    i = torch.clamp((tau / step).floor().long(), max=steps - 1)  # the step each point falls in
+    s = (tau / step - i).view(-1, *[1] * (nodes.dim() - 1))  # where in that step, from 0 to 1
     h00, h10, h01, h11 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s, 3 * s**2 - 2 * s**3, s**3 - s**2
     return h00 * nodes[i] + h10 * step * slopes[i] + h01 * nodes[i + 1] + h11 * step * slopes[i + 1]
+
+
+@torch.no_grad()
+def solve_with_slopes(model, h0: torch.Tensor, u: torch.Tensor, solver: SolverConfig):
+    """A fixed-step solve reported at its step ends, and dH/dτ there: (BlockSolve, slopes [N + 1, batch, tokens, d]).
+
+    The slopes at the step starts are the solver's own first stages (decode.STAGES); only the one at τ = 1 costs
+    an evaluation more (not counted in the solve's NFE, which stays the solver's effort)."""
+    stages = STAGES[solver.method]
+    solve = model.middle(h0, u, solver, tau=fixed_station_taus(solver), record_outputs=True)
+    outputs = solve.field_outputs
+    if len(outputs) != stages * solver.steps:
+        raise RuntimeError(f"{solver.label()} evaluated the field {len(outputs)} times, not {stages * solver.steps}")
+    return solve, torch.stack([*outputs[::stages], slope_at_end(model, h0, u, solve.states[-1])])
+
+
+@torch.no_grad()
+def slope_at_end(model, h0: torch.Tensor, u: torch.Tensor, h1: torch.Tensor) -> torch.Tensor:
+    """dH/dτ at τ = 1 for the state h1 reached from h0 (whose statistics the field's input normalisation uses)."""
+    field = model.field.bind(model.control_or_zero(u, h0.shape[0], h0.device).to(h0.dtype), h0)
+    return field(torch.tensor(1.0, dtype=h0.dtype), h1)
+
+
+def flow_line(model, h0: torch.Tensor, u: torch.Tensor, n_tau: int) -> torch.Tensor:
+    """The reference path drawn between a fixed-step solver's stations: H(τ) on n_tau evenly spaced points,
+    RK4 with LINE_STEPS steps and its cubic dense output (accurate to the fourth order like the steps themselves).
+    h0 [batch, tokens, d], u [batch, control]; returns [n_tau, batch, tokens, d]."""
+    solve, slopes = solve_with_slopes(model, h0, u, SolverConfig("rk4", steps=LINE_STEPS))
+    return hermite_line(solve.states, slopes, n_tau)
+
+
+def solver_line_label(solver: SolverConfig) -> str:
+    return f"{solver.label()} (the cubic through its step ends)"
 
 
 def fixed_station_taus(solver: SolverConfig) -> list[float]:
@@ -170,7 +196,14 @@ def station_taus(traj: Trajectory) -> list[float]:
 
 @torch.no_grad()
 def compute_path(
-    model, tok, prompt: str, u, solver=SolverConfig("rk4", steps=8), n_tau: int = 33, axis: str = "sentiment"
+    model,
+    tok,
+    prompt: str,
+    u,
+    solver=SolverConfig("rk4", steps=8),
+    n_tau: int = 33,
+    axis: str = "sentiment",
+    line: str = "reference",
 ) -> Trajectory:
     """What the pages draw: the continuous path H(τ) on n_tau points, with the solver's stations on it.
 
@@ -181,8 +214,26 @@ def compute_path(
     where the solver actually stood. An adaptive solver's output between its steps is its own
     interpolant (dense output), already a smooth path, so it is kept as the line. NFE and the step
     records are the chosen solver's.
+
+    line="solver" draws a fixed-step solver's own dense output instead (the cubic Hermite through its step
+    ends, with the slopes it computed there): the path the solver's states take, as the Steer map draws it
+    for every slider position, at one field evaluation more than the solve (the reference costs 21).
     """
+    if line not in ("reference", "solver"):
+        raise ValueError(f"line must be 'reference' or 'solver', got {line!r}")
     solver = solver_config(solver)
+    if hasattr(model, "field") and solver.is_fixed and line == "solver":
+        at_stations = compute_trajectory(model, tok, prompt, u, solver, tau=fixed_station_taus(solver), axis=axis)
+        idx, _ = prompt_tensor(model, tok, prompt)
+        solve, slopes = solve_with_slopes(model, model.encode(idx), control_vector(u, axis).to(idx.device), solver)
+        return replace(
+            at_stations,
+            tau=tau_grid(n_tau).numpy().astype(float),
+            states=hermite_line(solve.states, slopes, n_tau)[:, 0].cpu().numpy(),
+            station_tau=at_stations.tau.copy(),
+            stations=at_stations.states,
+            line_label=solver_line_label(solver),
+        )
     if hasattr(model, "field") and solver.is_fixed:
         # one solve at the step ends (a fixed solver takes the same steps whatever grid it reports on)
         at_stations = compute_trajectory(model, tok, prompt, u, solver, tau=fixed_station_taus(solver), axis=axis)

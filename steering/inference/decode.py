@@ -48,7 +48,8 @@ import torch.nn.functional as F
 from ..model.ode import SolverConfig
 from .sampling import Cancelled, next_tokens
 
-# Per fixed-step method: the stage τ offsets (fractions of a step) torchdiffeq evaluates the field at.
+# Per fixed-step method: the field evaluations of one step in torchdiffeq. The first is always the field at the
+# step's start (rk4 is its 3/8 rule: τ0, τ0 + h/3, τ0 + 2h/3, τ0 + h), so it is dH/dτ at that step end.
 STAGES = {"euler": 1, "midpoint": 2, "rk4": 4}
 
 
@@ -307,7 +308,7 @@ class _Solve:
 
 
 @lru_cache(maxsize=64)
-def _stage_taus(method: str, steps: int) -> tuple[torch.Tensor, ...]:
+def stage_taus(method: str, steps: int) -> tuple[torch.Tensor, ...]:
     """τ of every field evaluation of one solve from 0 to 1, as float32 scalars computed as the general path
     does: ode._euler_endpoints for Euler, torchdiffeq's own grid and stages (recorded from a dummy solve) otherwise."""
     if method == "euler":
@@ -326,7 +327,7 @@ def _stage_taus(method: str, steps: int) -> tuple[torch.Tensor, ...]:
 
 
 def _plan_solve(p: Packed, model, u: torch.Tensor, solver: SolverConfig) -> _Solve:
-    taus = _stage_taus(solver.method, solver.steps)
+    taus = stage_taus(solver.method, solver.steps)
     fields = [p.field_at(tau) for tau in taus]
     features = model.field.control_features(u.to(fields[0].in_t.dtype))
     dt = 1.0 / solver.steps
@@ -408,17 +409,31 @@ class _Step:
             return torch.mm(buf, out_w.t())
         return onto.addmm_(buf, out_w.t())
 
-    def _middle(self, h0: torch.Tensor, tokens: int, start: int) -> torch.Tensor:
+    def _middle(self, h0: torch.Tensor, tokens: int, start: int, path: list | None = None) -> torch.Tensor:
+        """H(1) from H(0) for the new tokens. path (a list) receives (H, dH/dτ) at each step's start, then (H(1),
+        None), each [rows, tokens, d]: the solve's stations and the slopes its first stages computed there."""
         s, f = self.solve, self.solve.fields[0]
         stats = None
         if f.norm_mode == "entry":
             var, mean = torch.var_mean(h0, -1, correction=0, keepdim=True)
             stats = (mean, var.add_(f.eps).rsqrt_())
         biases = s.biases if tokens == 1 else [b.repeat_interleave(tokens, 0) for b in s.biases]
+
+        def keep(h, slope):  # copies: the blocks after the middle update their input in place
+            if path is not None:
+                shape = (self.rows, tokens, -1)
+                path.append((h.view(shape).clone(), None if slope is None else slope.view(shape).clone()))
+
         if s.method == "euler":
             h = h0
             for k, bias in enumerate(biases):
-                h = self._field(h, k, s.out_ws[k], bias, stats, tokens, start, onto=h)
+                if path is None:
+                    h = self._field(h, k, s.out_ws[k], bias, stats, tokens, start, onto=h)
+                else:  # the update apart, to keep it (its weights carry the step: dH/dτ is it over dt)
+                    dy = self._field(h, k, s.out_ws[k], bias, stats, tokens, start, None)
+                    keep(h, dy / s.dt)
+                    h = h + dy
+            keep(h, None)
             return h
 
         def fk(k, state):
@@ -430,20 +445,25 @@ class _Step:
         for _ in range(len(biases) // per):
             if s.method == "midpoint":  # torchdiffeq's midpoint step
                 f0 = fk(k, h)
+                keep(h, f0)
                 dy = dt * fk(k + 1, h + f0 * (0.5 * dt))
             else:  # torchdiffeq's rk4 (the 3/8 rule)
                 k1 = fk(k, h)
+                keep(h, k1)
                 k2 = fk(k + 1, h + dt * k1 * (1 / 3))
                 k3 = fk(k + 2, h + dt * (k2 - k1 * (1 / 3)))
                 k4 = fk(k + 3, h + dt * (k1 - k2 + k3))
                 dy = (k1 + 3 * (k2 + k3) + k4) * dt * 0.125
             h = h + dy
             k += per
+        keep(h, None)
         return h
 
-    def __call__(self, idx: torch.Tensor, start: int, every_token: bool = False) -> torch.Tensor:
+    def __call__(
+        self, idx: torch.Tensor, start: int, every_token: bool = False, path: list | None = None
+    ) -> torch.Tensor:
         """Logits of the last new token of each row, [rows, vocab] (every_token: of all, [rows, tokens, vocab]);
-        idx [rows, tokens] at positions start, start + 1, ..."""
+        idx [rows, tokens] at positions start, start + 1, ... path: see _middle (a hybrid's)."""
         p, rows = self.p, self.rows
         tokens = idx.shape[1]
         x = F.embedding(idx.reshape(-1), p.wte)
@@ -454,7 +474,7 @@ class _Step:
         for blk, kv in zip(p.pre, self.pre_kv):
             x = _block(x, blk, kv, rows, tokens, start)
         if p.hybrid:
-            x = self._middle(x, tokens, start)
+            x = self._middle(x, tokens, start, path)
         else:
             for blk, kv in zip(p.mid, self.mid_kv):
                 x = _block(x, blk, kv, rows, tokens, start)
@@ -488,13 +508,15 @@ def fast_sample_tokens(
     gens: list | None = None,
     cancelled=None,
     on_prompt=None,
+    prompt_path: list | None = None,
 ) -> tuple[torch.Tensor, int]:
     """generate.sample_tokens' result (new token ids [n, max_new_tokens], total NFE) on the fast path.
 
     u [n or 1, c]. With `gens` (one torch.Generator per row) each row draws from its own
     generator, as n separate one-row calls would; otherwise all rows share one, as in
     sample_tokens. cancelled() is polled between tokens: when it returns True the decoding
-    stops with sampling.Cancelled. on_prompt(logits [n, vocab]) sees the prompt's last logits.
+    stops with sampling.Cancelled. on_prompt(logits [n, vocab]) sees the prompt's last logits;
+    prompt_path (a list; a hybrid's) receives the prompt's solve, (H, dH/dτ) at each step end (_Step._middle).
     """
     if not ids or len(ids) + max_new_tokens - 1 > model.config.block_size:
         raise ValueError(
@@ -507,7 +529,7 @@ def fast_sample_tokens(
     history[:, : len(ids)] = torch.tensor(ids, dtype=torch.long, device=device)
     gen = torch.Generator(device="cpu").manual_seed(seed) if gens is None else None
     length = len(ids)
-    logits = step(history[:, :length], 0)
+    logits = step(history[:, :length], 0, path=prompt_path)
     if on_prompt is not None:
         on_prompt(logits)
     for i in range(max_new_tokens):

@@ -86,7 +86,7 @@ def compute_steer_view(
         solver=solver,
     )[0]
     tokens, probs = next_token_distribution(model, tok, prompt, list(control), solver, top_k=top_k)
-    traj = compute_path(model, tok, prompt, list(control), solver, n_tau=n_tau)
+    traj = compute_path(model, tok, prompt, list(control), solver, n_tau=n_tau, line="solver")
     path = project_trajectory(pca_map, traj).points
     stations = pca_map.project(traj.stations.mean(axis=1))
     return SteerView(
@@ -133,9 +133,9 @@ def compute_steer_views(
     import torch
 
     from ..analysis.inputs import prompt_tensor, tau_grid
-    from ..analysis.trajectories import fixed_station_taus, flow_line
+    from ..analysis.trajectories import hermite_line, slope_at_end, solve_with_slopes
     from ..data.tokenizer import decode
-    from ..inference.decode import can_decode_fast, fast_sample_tokens
+    from ..inference.decode import STAGES, can_decode_fast, fast_sample_tokens, stage_taus
     from ..inference.generate import check_sampling_args, prompt_ids
     from ..inference.sampling import DEFAULT_SAMPLING, Cancelled
     from ..model.ode import validate_control
@@ -170,7 +170,8 @@ def compute_steer_views(
     rows = len(controls)
     sampling = DEFAULT_SAMPLING if temperature is None else _replace(DEFAULT_SAMPLING, temperature=temperature)
     ids, notice = prompt_ids(tok, prompt, block_size, max_new_tokens)
-    first_logits = []
+    model_field = hasattr(model, "field")
+    first_logits, prompt_path = [], ([] if model_field else None)
     new, nfe = fast_sample_tokens(
         model,
         ids,
@@ -182,13 +183,14 @@ def compute_steer_views(
         gens=[torch.Generator(device="cpu").manual_seed(seed) for _ in range(rows)],
         cancelled=cancelled,
         on_prompt=first_logits.append,
+        prompt_path=prompt_path,
     )
     if cancelled is not None and cancelled():
         raise Cancelled()
     idx, _ = prompt_tensor(model, tok, prompt)
-    model_field = hasattr(model, "field")
+    same_prompt = idx[0].tolist() == ids
     with torch.inference_mode():
-        if idx[0].tolist() == ids:  # the generation's prompt pass gave the next-token logits already
+        if same_prompt:  # the generation's prompt pass gave the next-token logits already
             logits = first_logits[0]
         else:  # a prompt cut differently for generation: one more pass
             from ..analysis.inputs import decode_last
@@ -196,19 +198,31 @@ def compute_steer_views(
             h0 = model.encode(idx).expand(rows, -1, -1)
             logits = decode_last(model, model.middle(h0, u, solver).final)
         top = torch.topk(logits.float().softmax(-1), min(top_k, logits.shape[-1]))
-        # the path: every control's solve of the prompt in one batch (exact per row for fixed steps), at the
-        # solver's own step ends; the line between them is a fine solve (see analysis.trajectories.compute_path)
-        h0 = model.encode(idx).expand(rows, -1, -1)
+        # the path: every control's solve of the prompt, at the solver's own step ends, and the solver's dense
+        # output between them (compute_path's line="solver"). The generation's prompt pass is that solve, with
+        # the slopes at its step starts; a reference solve per slider position (the Trajectories page's line)
+        # cost 0.27 of the whole range, a solve of its own 0.08
+        if model_field and same_prompt:
+            stations = torch.stack([h for h, _ in prompt_path])
+            last = slope_at_end(model, stations[0], u.to(stations.device), stations[-1])
+            slopes = torch.stack([slope for _, slope in prompt_path[:-1]] + [last])
+            solve_nfe = STAGES[solver.method] * solver.steps
+            eval_taus = [float(t) for t in stage_taus(solver.method, solver.steps)]
+        elif model_field:
+            h0 = model.encode(idx).expand(rows, -1, -1)
+            solve, slopes = solve_with_slopes(model, h0, u.to(h0.device), solver)
+            stations, solve_nfe, eval_taus = solve.states, solve.nfe, solve.eval_taus
         if model_field:
-            solve = model.middle(h0, u.to(h0.device), solver, tau=fixed_station_taus(solver))
-            line, line_tau = flow_line(model, h0, u.to(h0.device), n_tau), tau_grid(n_tau)
+            line, line_tau = hermite_line(stations, slopes, n_tau), tau_grid(n_tau)
         else:  # a discrete model: its block outputs are the stations and the path
+            h0 = model.encode(idx).expand(rows, -1, -1)
             solve = model.middle(h0, u.to(h0.device), solver, tau=tau_grid(n_tau))
-            line, line_tau = solve.states, solve.tau
+            line, line_tau, stations = solve.states, solve.tau, solve.states
+            solve_nfe, eval_taus = solve.nfe, solve.eval_taus
     states = line.float().cpu().numpy()  # [T, rows, tokens, d]
-    at_stations = solve.states.float().cpu().numpy()  # [S, rows, tokens, d]
+    at_stations = stations.float().cpu().numpy()  # [S, rows, tokens, d]
     shown = decode(tok, ids)
-    label = solver.label() if model_field else f"{len(solve.eval_taus)} discrete blocks"
+    label = solver.label() if model_field else f"{len(eval_taus)} discrete blocks"
     views = []
     for r in range(rows):
         path = pca_map.project(states[:, r].mean(axis=1))
@@ -222,8 +236,8 @@ def compute_steer_views(
                 next_probs=[float(p) for p in top.values[r].tolist()],
                 tau=[float(t) for t in line_tau.tolist()],
                 path=np.asarray(path, dtype=float).tolist(),
-                solve_nfe=int(solve.nfe),
-                eval_taus=[float(t) for t in solve.eval_taus],
+                solve_nfe=int(solve_nfe),
+                eval_taus=[float(t) for t in eval_taus],
                 solver_label=label,
                 stations=np.asarray(pca_map.project(at_stations[:, r].mean(axis=1)), dtype=float).tolist(),
             )
