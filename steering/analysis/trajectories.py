@@ -179,10 +179,6 @@ def flow_line(model, h0: torch.Tensor, u: torch.Tensor, n_tau: int) -> torch.Ten
     return hermite_line(solve.states, slopes, n_tau)
 
 
-def solver_line_label(solver: SolverConfig) -> str:
-    return f"{solver.label()} (the cubic through its step ends)"
-
-
 def fixed_station_taus(solver: SolverConfig) -> list[float]:
     """A fixed-step solver's step ends, τ = 0, 1/N, ..., 1."""
     return np.linspace(0.0, 1.0, solver.steps + 1).tolist()
@@ -232,7 +228,7 @@ def compute_path(
             states=hermite_line(solve.states, slopes, n_tau)[:, 0].cpu().numpy(),
             station_tau=at_stations.tau.copy(),
             stations=at_stations.states,
-            line_label=solver_line_label(solver),
+            line_label=f"{solver.label()} (the cubic through its step ends)",
         )
     if hasattr(model, "field") and solver.is_fixed:
         # one solve at the step ends (a fixed solver takes the same steps whatever grid it reports on)
