@@ -101,7 +101,7 @@ def test_the_device_script_returns_a_checkpoint_and_a_stage1_end_that_runs_stage
 
     model, _, config = load_checkpoint(home / "T")
     trained = config["meta"]["train"]
-    assert (trained["alpha_init"], trained["contrast_u"], trained["style_contrast_weight"]) == (6.5, 2.0, 0.5)
+    assert (trained["alpha_init"], trained["contrast_u"], trained["style_contrast_weight"]) == (6.5, 2.0, 0.7)
     assert trained["bf16"] and trained["field_basis"] == 2 and trained["d_model"] == 32
     log = (home / "T" / "train_log.jsonl").read_text().splitlines()
     assert {json.loads(line)["stage"] for line in log} == {1, 2}

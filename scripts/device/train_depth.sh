@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The depth-varying candidate D5f (scripts/train_depth.sh with D5f's flags) on a lent GPU machine, inside one `run`
+# The shipped hybrid's recipe, D5i's (scripts/train_depth.sh with its flags), on a lent GPU machine, inside one `run`
 # call, leaving in $OUT what a later session needs to evaluate and ship it (docs/journal.md, "Training on a lent GPU").
 #   bash scripts/device/train_depth.sh [NAME] [more train flags]     (repo root there; the run tool sets OUT)
 # Carried wheels (.whl/, from scripts/device/fetch_wheels.sh) are installed first. Training stops at a deadline so
@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 started=$SECONDS
-NAME=D5f
+NAME=D5i
 if [ $# -gt 0 ] && [[ $1 != -* ]]; then NAME=$1; shift; fi
 : "${OUT:?OUT must name the folder whose files come back (the run tool sets it)}"
 DEVICE=${DEVICE:-cuda}
@@ -24,8 +24,8 @@ PY=${PYTHON:-python3}
 WHEELS=${WHEELS:-.whl}
 SITE=${SITE:-/tmp/site}
 RUN=$RUNS/$NAME
-# D5f's recipe (journal, "Where issue 53 stands"); --device comes from DEVICE, the rest from train_depth.sh
-RECIPE=(--alpha-init 6.5 --field-hidden 2000 --bf16 --solver-error-ramp 400 --contrast-u 2.0 --style-contrast-weight 0.5)
+# The shipped recipe, D5i's (journal, "The range bar met, and D5i"); --device comes from DEVICE, the rest from train_depth.sh
+RECIPE=(--alpha-init 6.5 --field-hidden 2000 --bf16 --solver-error-ramp 400 --contrast-u 2.0 --style-contrast-weight 0.7)
 PACK_RESERVE_S=40       # packing about 70 MB takes a few seconds; the rest is slack for a slow disk
 PART_BYTES=$((15 * 1024 * 1024))   # under the 16 MiB a returned file may have
 BACK_BUDGET=$((63 * 1024 * 1024))  # under the 64 MiB that come back in all
