@@ -165,6 +165,15 @@ def solve_with_slopes(model, h0: torch.Tensor, u: torch.Tensor, solver: SolverCo
 
 
 @torch.no_grad()
+def recorded_stations_and_slopes(model, recorded: list, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """solve_with_slopes' states and slopes from a fast-decoder pass that recorded them (decode._Step._middle's
+    path: (H, dH/dτ) at each step's start, then (H(1), None)): [N + 1, batch, tokens, d] each."""
+    stations = torch.stack([h for h, _ in recorded])
+    last = slope_at_end(model, stations[0], u, stations[-1])
+    return stations, torch.stack([slope for _, slope in recorded[:-1]] + [last])
+
+
+@torch.no_grad()
 def slope_at_end(model, h0: torch.Tensor, u: torch.Tensor, h1: torch.Tensor) -> torch.Tensor:
     """dH/dτ at τ = 1 for the state h1 reached from h0 (whose statistics the field's input normalisation uses)."""
     field = model.field.bind(model.control_or_zero(u, h0.shape[0], h0.device).to(h0.dtype), h0)

@@ -133,7 +133,7 @@ def compute_steer_views(
     import torch
 
     from ..analysis.inputs import prompt_tensor, tau_grid
-    from ..analysis.trajectories import hermite_line, slope_at_end, solve_with_slopes
+    from ..analysis.trajectories import hermite_line, recorded_stations_and_slopes, solve_with_slopes
     from ..data.tokenizer import decode
     from ..inference.decode import STAGES, can_decode_fast, fast_sample_tokens, stage_taus
     from ..inference.generate import check_sampling_args, prompt_ids
@@ -203,29 +203,29 @@ def compute_steer_views(
         # the slopes at its step starts; a reference solve per slider position (the Trajectories page's line)
         # cost 0.27 of the whole range, a solve of its own 0.08
         if model_field and same_prompt:
-            stations = torch.stack([h for h, _ in prompt_path])
-            last = slope_at_end(model, stations[0], u.to(stations.device), stations[-1])
-            slopes = torch.stack([slope for _, slope in prompt_path[:-1]] + [last])
+            stations, slopes = recorded_stations_and_slopes(model, prompt_path, u.to(logits.device))
             solve_nfe = STAGES[solver.method] * solver.steps
             eval_taus = [float(t) for t in stage_taus(solver.method, solver.steps)]
         elif model_field:
             h0 = model.encode(idx).expand(rows, -1, -1)
             solve, slopes = solve_with_slopes(model, h0, u.to(h0.device), solver)
             stations, solve_nfe, eval_taus = solve.states, solve.nfe, solve.eval_taus
-        if model_field:
-            line, line_tau = hermite_line(stations, slopes, n_tau), tau_grid(n_tau)
         else:  # a discrete model: its block outputs are the stations and the path
             h0 = model.encode(idx).expand(rows, -1, -1)
             solve = model.middle(h0, u.to(h0.device), solver, tau=tau_grid(n_tau))
-            line, line_tau, stations = solve.states, solve.tau, solve.states
-            solve_nfe, eval_taus = solve.nfe, solve.eval_taus
-    states = line.float().cpu().numpy()  # [T, rows, tokens, d]
-    at_stations = stations.float().cpu().numpy()  # [S, rows, tokens, d]
+            stations, solve_nfe, eval_taus = solve.states, solve.nfe, solve.eval_taus
+        # the map draws the mean token's path: pooled before the cubic (linear in its nodes and slopes), so it
+        # interpolates [rows, d] rather than every token's state
+        at_stations = stations.mean(dim=2)  # [S, rows, d]
+        line = hermite_line(at_stations, slopes.mean(dim=2), n_tau) if model_field else at_stations
+    line_tau = tau_grid(n_tau)
+    states = line.float().cpu().numpy()  # [T, rows, d]
+    at_stations = at_stations.float().cpu().numpy()
     shown = decode(tok, ids)
     label = solver.label() if model_field else f"{len(eval_taus)} discrete blocks"
     views = []
     for r in range(rows):
-        path = pca_map.project(states[:, r].mean(axis=1))
+        path = pca_map.project(states[:, r])
         views.append(
             SteerView(
                 prompt_shown=shown,
@@ -239,7 +239,7 @@ def compute_steer_views(
                 solve_nfe=int(solve_nfe),
                 eval_taus=[float(t) for t in eval_taus],
                 solver_label=label,
-                stations=np.asarray(pca_map.project(at_stations[:, r].mean(axis=1)), dtype=float).tolist(),
+                stations=np.asarray(pca_map.project(at_stations[:, r]), dtype=float).tolist(),
             )
         )
     return views
