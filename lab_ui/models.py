@@ -203,7 +203,13 @@ def _steer_views(path: str, key: str) -> Prefetcher:
         return compute.attach_judgements(views, _axis_judge(path, key))
 
     return Prefetcher(
-        compute_one, max_entries=4096, delay=0.15, compute_many=compute_many, batch=STEER_BATCH, on_done=_log_range
+        compute_one,
+        max_entries=4096,
+        delay=0.15,
+        compute_many=compute_many,
+        batch=STEER_BATCH,
+        on_done=_log_range,
+        lock=loaded.lock,  # a page awaiting the batch lifts it ahead of a background job (the regimes map)
     )
 
 

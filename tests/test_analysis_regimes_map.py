@@ -127,12 +127,16 @@ def test_a_cap_limited_band_is_bisected_and_its_middle_splits_where_the_rule_say
 
 def test_a_band_is_found_between_grid_rows_by_the_first_step_rule(slow_hybrid, small_tokenizer):
     # a grid too coarse to land in the band (1e-5, 1e-3): the rule still finds where h straddles 1/11
-    coarse = regimes_map(slow_hybrid, small_tokenizer, "The movie was", U, (1e-5, 1e-3))
+    reports = []
+    coarse = regimes_map(slow_hybrid, small_tokenizer, "The movie was", U, (1e-5, 1e-3), on_progress=reports.append)
     fine = regimes_map(slow_hybrid, small_tokenizer, "The movie was", U, np.geomspace(1e-5, 1e-3, 9))
     assert not any(len(set(coarse.nfe[coarse.t.tolist().index(t)].tolist())) > 1 for t in (1e-5, 1e-3))
     assert len(coarse.cap_bands) == len(fine.cap_bands) == 1
     (a,), (b,) = coarse.cap_bands, fine.cap_bands
     assert (a.t_low, a.t_high) == pytest.approx((b.t_low, b.t_high), rel=0.02)  # the bisection's precision
+    # a report after every solve (where the lab's background job lets a page in), never going back, then 1.0
+    assert len(reports) == coarse.solves + 1 and coarse.solves > 2 * len(U)
+    assert reports[len(U) - 1] == pytest.approx(0.45) and reports[-1] == 1.0 and (np.diff(reports) >= 0).all()
 
 
 def test_only_the_past_end_flag_evaluates_a_depth_field_past_tau_one(small_depth_hybrid, small_tokenizer):

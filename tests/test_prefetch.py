@@ -319,6 +319,46 @@ def test_a_batch_started_for_one_session_runs_on_for_a_second_that_wanted_it_mea
     assert p.wait_idle()
 
 
+def test_a_page_awaiting_a_batch_lifts_it_ahead_of_a_long_background_job():
+    """The regimes map (background, pausing only for pages) holds the model; the range's batch queues behind it; a page
+    asks for a key of that batch. The page waits on the worker, not on the lock, so without the lift the batch (and the
+    page) would wait for the whole map: the CI run of 2026-12-07 timed out after 180 s so."""
+    lock = FairLock()
+    work = Batches(lock, hold=0.001)
+    job_holds, job_stop, job_log = threading.Event(), threading.Event(), []
+
+    def background_job():  # holds the lock until told to stop (at most 20 s), pausing for pages between steps
+        with _hold(lock, background=True):
+            job_holds.set()
+            deadline = time.monotonic() + 20
+            while not job_stop.is_set() and time.monotonic() < deadline:
+                if lock.pause_for_foreground():
+                    job_log.append("paused")
+                time.sleep(0.005)
+
+    job = threading.Thread(target=background_job)
+    job.start()
+    try:
+        assert job_holds.wait(5)
+        p = Prefetcher(work.compute, compute_many=work.compute_many, batch=4, single=0, lock=lock)
+        p.want(range(4), session="a")
+        deadline = time.monotonic() + 5
+        while lock.waiting() != (0, 1) and time.monotonic() < deadline:  # the batch waits behind the job
+            time.sleep(0.002)
+        assert p.in_progress() == (0, 1, 2, 3) and lock.waiting() == (0, 1)
+        got = []
+        page = threading.Thread(target=lambda: got.append(p.result(2)))
+        page.start()
+        page.join(10)
+        assert got == [("view", 2)], "the page still waits: the batch stayed behind the background job"
+        assert not job_stop.is_set() and job_log == ["paused"]  # the job let the batch in, then went on
+        assert lock.waiting() == (0, 0)
+    finally:
+        job_stop.set()
+        job.join(30)
+    assert not job.is_alive()
+
+
 def test_wait_for_more_returns_as_values_arrive_and_at_once_when_nothing_is_coming():
     gate = threading.Event()
 

@@ -237,12 +237,15 @@ class _Solver:
         self.max_steps, self.past_end = max_steps, past_end
         self.solves = 0
 
-    def row(self, t: float) -> tuple[list[Cell], list[tuple]]:
+    def row(self, t: float, after_cell=None) -> tuple[list[Cell], list[tuple]]:
+        """after_cell(j) once cell j is solved."""
         cells, firsts = [], []
-        for f in self.fields:
+        for j, f in enumerate(self.fields):
             cell, first = solve_cell(f, self.h0, t, self.max_steps, self.past_end)
             cells.append(cell)
             firsts.append(first)
+            if after_cell is not None:
+                after_cell(j)
         self.solves += len(self.fields)
         return cells, firsts
 
@@ -408,7 +411,8 @@ def regimes_map(
 ) -> PromptMap:
     """dopri5 over u × tolerance for one prompt: each cell's NFE and reason, the prediction, and the bands.
 
-    on_progress(done_fraction) after each row of the grid (the bands' bisections are the last 10 %)."""
+    on_progress(done_fraction) after each solve (the bands' bisections are the last 10 %): in the lab it is where
+    the background job lets a page have the model, and a row of tight tolerances takes 20 s on one thread."""
     if not hasattr(model, "field"):
         raise ValueError("a discrete model has no continuous block to solve")
     grid = u_grid_array(u_grid)
@@ -419,18 +423,21 @@ def regimes_map(
     solver = _Solver(model, tok, prompt, grid, axis, other, max_steps, past_end)
     rows: dict[float, list[Cell]] = {}
     rule = None
+
+    def report(done: float):
+        return None if on_progress is None else (lambda j: on_progress(done + 0.9 * (j + 1) / (grid.size * tols.size)))
+
     for i, t in enumerate(tols[::-1]):  # loosest first: its solves are the cheapest, and they give the rule
-        cells, firsts = solver.row(float(t))
+        cells, firsts = solver.row(float(t), report(0.9 * i / tols.size))
         rows[float(t)] = cells
         if rule is None:
             rule = _rule_from(firsts, float(t))
-        if on_progress is not None:
-            on_progress(0.9 * (i + 1) / tols.size)
     t_range = (float(tols[0]), float(tols[-1]))
+    in_bands = None if on_progress is None else (lambda j: on_progress(0.9))
 
     def solve_row(t):
         if t not in rows:
-            rows[t] = solver.row(t)[0]
+            rows[t] = solver.row(t, in_bands)[0]
         return rows[t]
 
     bands = _grid_bands(grid, tols, [rows[float(t)] for t in tols])
@@ -447,11 +454,11 @@ def regimes_map(
         band = _cap_band(solve_row, grid, rule, threshold, t_start, t_range, guess)
         if band is not None:
             cap.append(band)
-    if on_progress is not None:
-        on_progress(1.0)
     bands = sorted(cap + [b for b in bands if b.kind != "cap-limited"], key=lambda b: b.t_low)
     for b in cap:
         solve_row(b.t_middle)
+    if on_progress is not None:
+        on_progress(1.0)
     t_all = np.array(sorted(set(tols.tolist()) | {b.t_middle for b in cap}))
     band_rows = [int(np.flatnonzero(t_all == b.t_middle)[0]) for b in cap]
     table = [rows[float(t)] for t in t_all]

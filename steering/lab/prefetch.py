@@ -15,12 +15,12 @@ session wants any of its keys any more: the inputs changed again.
 from __future__ import annotations
 
 import atexit
-import heapq
 import itertools
 import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from contextlib import contextmanager
 
 _local = threading.local()
 
@@ -43,8 +43,23 @@ class FairLock:
         self._cond = threading.Condition(threading.Lock())
         self._owner: int | None = None
         self._depth = 0
-        self._tickets: list[tuple[int, int]] = []
+        self._tickets: list[tuple[int, int, int]] = []  # (priority, arrival, thread): 0 foreground, 1 background
         self._seq = itertools.count()
+        self._expedited: Counter = Counter()  # background threads a page waits on: they queue as foreground
+
+    def _rank(self, ticket: tuple[int, int, int]) -> tuple[int, int]:
+        priority, arrival, thread = ticket
+        return (0 if thread in self._expedited else priority), arrival
+
+    def _next(self) -> tuple[int, int, int]:
+        return min(self._tickets, key=self._rank)
+
+    def _take_turn(self, priority: int, me: int) -> None:
+        """Queue a ticket and wait until it is the best one and the lock is free (self._cond held)."""
+        ticket = (priority, next(self._seq), me)
+        self._tickets.append(ticket)
+        self._cond.wait_for(lambda: self._owner is None and self._next() == ticket)
+        self._tickets.remove(ticket)
 
     def acquire(self, background: bool | None = None) -> bool:
         me = threading.get_ident()
@@ -52,10 +67,7 @@ class FairLock:
             if self._owner == me:
                 self._depth += 1
                 return True
-            ticket = (1 if (in_background() if background is None else background) else 0, next(self._seq))
-            heapq.heappush(self._tickets, ticket)
-            self._cond.wait_for(lambda: self._owner is None and self._tickets[0] == ticket)
-            heapq.heappop(self._tickets)
+            self._take_turn(1 if (in_background() if background is None else background) else 0, me)
             self._owner, self._depth = me, 1
             return True
 
@@ -74,21 +86,37 @@ class FairLock:
         its own state must not be touched by what the foreground does meanwhile."""
         me = threading.get_ident()
         with self._cond:
-            if self._owner != me or not any(priority == 0 for priority, _ in self._tickets):
+            if self._owner != me or not any(self._rank(t)[0] == 0 for t in self._tickets):
                 return False
             depth, self._owner, self._depth = self._depth, None, 0
             self._cond.notify_all()
-            ticket = (1, next(self._seq))
-            heapq.heappush(self._tickets, ticket)
-            self._cond.wait_for(lambda: self._owner is None and self._tickets[0] == ticket)
-            heapq.heappop(self._tickets)
+            self._take_turn(1, me)
             self._owner, self._depth = me, depth
             return True
+
+    @contextmanager
+    def expedite(self, thread: int | None):
+        """While a page waits for a background thread's result, that thread queues for the lock as a page would:
+        other background work holding the lock lets it in at its next pause (no priority inversion)."""
+        if thread is None:
+            yield
+            return
+        with self._cond:
+            self._expedited[thread] += 1
+            self._cond.notify_all()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._expedited[thread] -= 1
+                if not self._expedited[thread]:
+                    del self._expedited[thread]
+                self._cond.notify_all()
 
     def waiting(self) -> tuple[int, int]:
         """(foreground, background) threads waiting for the lock."""
         with self._cond:
-            fg = sum(1 for priority, _ in self._tickets if priority == 0)
+            fg = sum(1 for t in self._tickets if self._rank(t)[0] == 0)
             return fg, len(self._tickets) - fg
 
     def __enter__(self):
@@ -112,7 +140,8 @@ class Prefetcher:
     first `single` keys (the most likely next requests, computed one by one so they are ready
     soonest) in batches of up to `batch` keys; cancelled() turns True once no session wants any
     key of the batch any more (compute_many may then raise to stop early; its results are dropped).
-    Sessions with work take turns, one batch each. on_done(session, seconds, count, last_key) is called
+    Sessions with work take turns, one batch each. With `lock` (the FairLock compute takes), a page awaiting a key
+    in progress expedites the worker on that lock. on_done(session, seconds, count, last_key) is called
     on the worker when a session's whole wish has been computed (seconds since the wish, keys computed
     for it, the last of them).
 
@@ -131,8 +160,10 @@ class Prefetcher:
         batch: int = 8,
         single: int = 2,
         on_done: Callable[[Hashable, float, int, Hashable], None] | None = None,
+        lock: FairLock | None = None,
     ):
         self._compute = compute
+        self._lock = lock
         self._compute_many = compute_many
         self._batch = max(1, batch) if compute_many is not None else 1
         self._single = single
@@ -163,6 +194,10 @@ class Prefetcher:
                     queue.remove(key)
             self._awaited[key] += 1
             try:
+                if key in self._running and self._lock is not None:
+                    # the worker may be queued behind other background work on the lock: a page waits on it now
+                    with self._lock.expedite(self._thread.ident if self._thread else None):
+                        self._cond.wait_for(lambda: key not in self._running)
                 self._cond.wait_for(lambda: key not in self._running)
             finally:
                 self._awaited[key] -= 1
