@@ -6,6 +6,7 @@ Shared by tests/test_browser.py and benchmarks/bench_app.py.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -41,6 +42,9 @@ INSTANT_ROOT = """() => {
 }"""
 
 
+_SERVERS: dict[str, tuple[subprocess.Popen, Path]] = {}  # base URL -> the server process and its log
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -51,7 +55,13 @@ def free_port() -> int:
 def streamlit_server(env: dict[str, str], log_path: Path, timeout: float = 180.0):
     """`streamlit run app.py` on a free local port; yields (base URL, seconds until healthy)."""
     port = free_port()
-    full_env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), **env}
+    # PYTHONFAULTHANDLER: on SIGABRT the server writes every thread's stack to its log (server_stacks)
+    full_env = {
+        **os.environ,
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        "PYTHONFAULTHANDLER": "1",
+        **env,
+    }
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("w")
     start = time.perf_counter()
@@ -90,8 +100,10 @@ def streamlit_server(env: dict[str, str], log_path: Path, timeout: float = 180.0
             if time.perf_counter() - start > timeout:
                 raise TimeoutError(f"streamlit did not answer within {timeout:.0f} s; see {log_path}")
             time.sleep(0.1)
+        _SERVERS[url] = (proc, log_path)
         yield url, time.perf_counter() - start
     finally:
+        _SERVERS.pop(f"http://127.0.0.1:{port}", None)
         proc.terminate()
         try:
             proc.wait(timeout=15)
@@ -107,6 +119,39 @@ def lab_server(root: Path, log_path: Path):
 
     with streamlit_server(lab_environment(build_lab_checkpoints(root)), log_path) as (url, _):
         yield url
+
+
+def server_stacks(url: str, lines: int = 400) -> str:
+    """For a test that is about to fail on a wait: stop the server with SIGABRT, so that it writes every thread's
+    stack to its log (PYTHONFAULTHANDLER); return the log's last lines before the stacks, then the stacks. The
+    server is gone afterwards."""
+    proc, log_path = _SERVERS[url]
+    proc.send_signal(signal.SIGABRT)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pass
+    text = log_path.read_text(errors="replace").splitlines()
+    cut = max((i for i, line in enumerate(text) if line.startswith("Fatal Python error")), default=len(text))
+    stacks = [line for line in text[cut:] if not line.startswith("Extension modules:")]
+    return "\n".join(text[max(0, cut - 30) : cut] + stacks[:lines])
+
+
+@contextmanager
+def explained_timeout(page, url: str, what: str):
+    """A Playwright wait inside that times out fails with what the page shows (its sidebar and title) and where
+    every thread of the server stood: a timeout on CI, where nothing else is kept, says why."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        yield
+    except (PlaywrightTimeout, TimeoutError) as err:
+        sidebar = page.locator('[data-testid="stSidebar"]').all_inner_texts()
+        heading = page.locator("h1").all_inner_texts()
+        raise AssertionError(
+            f"{what}: {err}\nURL: {page.url}\nh1: {heading}\nsidebar: {sidebar}\n"
+            f"the server's threads and log:\n{server_stacks(url)}"
+        ) from err
 
 
 @contextmanager

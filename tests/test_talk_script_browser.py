@@ -18,7 +18,16 @@ import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from browser_lab import INSTANT, ROOT, browser, lab_server, no_traceback, open_page, wait_until_idle
+from browser_lab import (
+    INSTANT,
+    ROOT,
+    browser,
+    explained_timeout,
+    lab_server,
+    no_traceback,
+    open_page,
+    wait_until_idle,
+)
 
 from steering.lab import logic
 from steering.lab import talk_scripts as talks
@@ -113,14 +122,16 @@ def test_page_down_steps_through_the_talk_in_presenter_mode(lab_url):
         page.on("pageerror", lambda err: errors.append(str(err)))
         open_page(page, f"{url}/?talk={TALK}&step=1&presenter=1")
         for k, step in enumerate(talk.steps, start=1):
-            wait_for_step(page, k, n)
-            shows(page, TITLES[step.page])
-            assert urlsplit(page.url).path == f"/{step.page}"
-            wait_for_query(page, {"talk": TALK, "step": str(k), "presenter": "1"})
-            assert step.caption in page.locator(".st-key-talk_bar").inner_text()
-            # the Trajectories page draws the link after its paths (pages/trajectories.py ends with sync_url); on two
-            # cores, in a full fresh-clone run, step 2 once took over playwright's default 30 s to get there
-            link = page.locator(".st-key-view_link code").text_content(timeout=180_000)
+            with explained_timeout(page, url, f"step {k} ({step.page})"):
+                wait_for_step(page, k, n)
+                shows(page, TITLES[step.page])
+                assert urlsplit(page.url).path == f"/{step.page}"
+                wait_for_query(page, {"talk": TALK, "step": str(k), "presenter": "1"})
+                assert step.caption in page.locator(".st-key-talk_bar").inner_text()
+                # the Trajectories page draws the link after its paths (pages/trajectories.py ends with sync_url); on
+                # two cores, in a full fresh-clone run, step 2 once took over playwright's default 30 s to get there;
+                # on CI (2026-12-07) a step waited 180 s for it
+                link = page.locator(".st-key-view_link code").text_content(timeout=120_000)
             assert query(link) == logic.to_query_params(step.state(presenter=True)), (k, link)
             if k == 1:
                 presenter_fits_and_charts_save_slides(page)
