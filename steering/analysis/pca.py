@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,8 +177,10 @@ def save_pca_map(pca_map: PCAMap, cache_dir: str | Path) -> Path:
     cache = Path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     stem = cache / f"pca-{pca_map.key}"
+    # written aside, then renamed: another process (a second lab server, a parallel test) never reads half a file
+    part = cache / f".pca-{pca_map.key}.{os.getpid()}.part.npz"
     np.savez(
-        stem.with_suffix(".npz"),
+        part,
         components=pca_map.components,
         mean=pca_map.mean,
         explained_variance_ratio=pca_map.explained_variance_ratio,
@@ -192,7 +195,10 @@ def save_pca_map(pca_map: PCAMap, cache_dir: str | Path) -> Path:
         "solver": pca_map.solver_label,
         "reference": [{"name": p.name, "u": p.u} for p in pca_map.reference],
     }
-    stem.with_suffix(".json").write_text(json.dumps(meta, indent=2))
+    part_meta = part.with_suffix(".json")
+    part_meta.write_text(json.dumps(meta, indent=2))
+    os.replace(part, stem.with_suffix(".npz"))
+    os.replace(part_meta, stem.with_suffix(".json"))
     return stem.with_suffix(".npz")
 
 
