@@ -54,7 +54,6 @@ def free_port() -> int:
 @contextmanager
 def streamlit_server(env: dict[str, str], log_path: Path, timeout: float = 180.0):
     """`streamlit run app.py` on a free local port; yields (base URL, seconds until healthy)."""
-    port = free_port()
     # PYTHONFAULTHANDLER: on SIGABRT the server writes every thread's stack to its log (server_stacks)
     full_env = {
         **os.environ,
@@ -63,53 +62,59 @@ def streamlit_server(env: dict[str, str], log_path: Path, timeout: float = 180.0
         **env,
     }
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = log_path.open("w")
     start = time.perf_counter()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        cwd=ROOT,
-        env=full_env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
+    for attempt in range(3):  # a port found free can be taken before streamlit binds it (tests run in parallel)
+        port = free_port()
         url = f"http://127.0.0.1:{port}"
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log_path}")
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.perf_counter() - start > timeout:
-                raise TimeoutError(f"streamlit did not answer within {timeout:.0f} s; see {log_path}")
-            time.sleep(0.1)
-        _SERVERS[url] = (proc, log_path)
-        yield url, time.perf_counter() - start
-    finally:
-        _SERVERS.pop(f"http://127.0.0.1:{port}", None)
-        proc.terminate()
+        log = log_path.open("w")
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                "--server.port",
+                str(port),
+                "--server.address",
+                "127.0.0.1",
+                "--server.headless",
+                "true",
+                "--browser.gatherUsageStats",
+                "false",
+            ],
+            cwd=ROOT,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+            while proc.poll() is None:
+                try:
+                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                        # and the answer is this server's, not another's on a port both took
+                        if r.status == 200 and "You can now view" in log_path.read_text(errors="replace"):
+                            break
+                except OSError:
+                    pass
+                if time.perf_counter() - start > timeout:
+                    raise TimeoutError(f"streamlit did not answer within {timeout:.0f} s; see {log_path}")
+                time.sleep(0.1)
+            if proc.poll() is None:
+                _SERVERS[url] = (proc, log_path)
+                yield url, time.perf_counter() - start
+                return
+            taken = f"Port {port} is not available" in log_path.read_text(errors="replace")  # streamlit's words
+            if attempt == 2 or not taken:
+                raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log_path}")
+        finally:
+            _SERVERS.pop(url, None)
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            log.close()
 
 
 @contextmanager

@@ -18,7 +18,9 @@ from steering.model.ode import SolverConfig
 )
 def test_cached_and_uncached_sampling_give_the_same_tokens(fixture, solver, small_tokenizer, request):
     model = request.getfixturevalue(fixture)
-    kwargs = dict(sentiment=1.0, n=3, max_new_tokens=20, temperature=1.0, top_k=50, top_p=0.95, seed=7, solver=solver)
+    # no top-k cut: at one thread small_entry_hybrid's 50th and 51st logits come within the two paths' rounding
+    # (1.5e-7), and top_k=50 turned that into another token; the draw itself moves only within 1e-7 of a boundary
+    kwargs = dict(sentiment=1.0, n=3, max_new_tokens=20, temperature=1.0, top_k=0, top_p=0.95, seed=7, solver=solver)
     cached = generate(model, small_tokenizer, "The movie was", use_cache=True, **kwargs)
     uncached = generate(model, small_tokenizer, "The movie was", use_cache=False, **kwargs)
     assert [g.tokens for g in cached] == [g.tokens for g in uncached]

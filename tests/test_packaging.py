@@ -53,14 +53,19 @@ def test_only_the_steering_package_is_installed():
     assert all(name == "steering" or name.startswith("steering.") for name in found)
 
 
-def test_scripts_test_sh_lints_before_pytest():
+def test_scripts_test_sh_lints_before_pytest_and_runs_it_on_pinned_xdist():
     script = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
     lint, fmt, tests = (script.index(s) for s in ("ruff check .", "ruff format --check .", "-m pytest"))
     assert lint < tests and fmt < tests
+    assert "-n 2" in script and any(
+        line.startswith("pytest-xdist==") for line in requirement_lines("requirements-dev.txt")
+    )
 
 
-def test_a_hanging_test_fails_with_its_traceback_instead_of_holding_the_suite(tmp_path):
-    """The per-test limit (pytest-timeout, from pyproject) is in force; here shortened to 2 s."""
+@pytest.mark.parametrize("workers", [[], ["-n", "1"]], ids=["one process", "an xdist worker"])
+def test_a_hanging_test_fails_with_its_traceback_instead_of_holding_the_suite(tmp_path, workers):
+    """The per-test limit (pytest-timeout, from pyproject) is in force, in scripts/test.sh's xdist workers too; here
+    shortened to 2 s."""
     import subprocess
     import sys
     import time
@@ -73,7 +78,7 @@ def test_a_hanging_test_fails_with_its_traceback_instead_of_holding_the_suite(tm
     started = time.monotonic()
     # run's own time-out kills the (single) pytest process and fails this test should the limit not work
     done = subprocess.run(
-        [*cmd, "--rootdir", str(tmp_path), "-o", "timeout=2", "test_hangs.py"],
+        [*cmd, *workers, "--rootdir", str(tmp_path), "-o", "timeout=2", "test_hangs.py"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
