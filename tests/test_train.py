@@ -118,6 +118,30 @@ def test_resume_continues_exactly_where_it_stopped(tmp_path, monkeypatch):
     assert steps[-1] == QUICK["steps"] - 1 and steps.count(20) == 1
 
 
+def test_a_run_stopped_right_after_a_save_or_in_a_log_line_resumes_with_each_step_logged_once(tmp_path, monkeypatch):
+    """The state that counts a step done is saved after the step's log line: stopped between the two (torchrun ending
+    rank 0 once rank 1 was killed, under load), the resumed run lost that step's line when the order was reversed."""
+    from steering.training import train as train_module
+
+    short = dict(steps=8, stage2_steps=2, eval_every=4, max_reviews=400, save_every_s=0.0)
+    out = tmp_path / "run"
+    real_save = train_module._save_state
+
+    def save_then_stop(path, model, opt, step, stage, *rest):
+        real_save(path, model, opt, step, stage, *rest)
+        if (stage, step) == (1, 6):  # the state now says "steps 0-5 done"
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_module, "_save_state", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        train(make_config("tiny", out=str(out), **short), progress=False)
+    monkeypatch.setattr(train_module, "_save_state", real_save)
+    log = out / "train_log.jsonl"
+    log.write_text(log.read_text() + '{"stage": 1, "step": 6, "lo')  # and a line cut short by the stop
+    train(make_config("tiny", out=str(out), resume=True, **short), progress=False)
+    assert [(r["stage"], r["step"]) for r in read_log(out)] == [(1, s) for s in range(8)] + [(2, 0), (2, 1)]
+
+
 def test_stage2_loss_contrasts_each_axis_and_also_fits_u_zero(small_hybrid):
     from steering.model.transformer import language_model_loss
     from steering.training.train import NEUTRAL_SHARE, stage2_loss

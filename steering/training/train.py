@@ -553,11 +553,13 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                     record["val_loss_conditioned"] = evaluate_loss(
                         model, val_x.to(device), val_y.to(device), val_u.to(device)
                     )
+            # the step's line before the state that counts it done: a run stopped between the two resumes from the
+            # previous state and drops the line (_truncate_log); the other order lost the line (seen under load)
+            with log_path.open("a") as f:
+                f.write(json.dumps(record) + "\n")
             if save:
                 _save_state(state_dir, model, opt, step + 1, stage, rng, history)
                 last_save = time.perf_counter()
-            with log_path.open("a") as f:
-                f.write(json.dumps(record) + "\n")
             bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tokens_per_s:,.0f}")
             if not progress and (step + 1) % 50 == 0:
                 print(
@@ -602,12 +604,16 @@ def progress_line(arch: str, stage: int, done: int, total: int, first: int, elap
 
 
 def _truncate_log(log_path: Path, stage: int, step: int):
-    """Drop log lines written after the saved state, so a resumed run logs each step once."""
-    kept = [
-        line
-        for line in log_path.read_text().splitlines()
-        if line.strip() and (json.loads(line)["stage"], json.loads(line)["step"]) < (stage, step)
-    ]
+    """Drop log lines written after the saved state, so a resumed run logs each step once; and a line cut short
+    by a kill in the middle of its write (it can only be the last)."""
+    kept = []
+    for line in log_path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if (record["stage"], record["step"]) < (stage, step):
+            kept.append(line)
     log_path.write_text("".join(line + "\n" for line in kept))
 
 
