@@ -20,7 +20,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 _local = threading.local()
 
@@ -95,12 +95,9 @@ class FairLock:
             return True
 
     @contextmanager
-    def expedite(self, thread: int | None):
+    def expedite(self, thread: int):
         """While a page waits for a background thread's result, that thread queues for the lock as a page would:
         other background work holding the lock lets it in at its next pause (no priority inversion)."""
-        if thread is None:
-            yield
-            return
         with self._cond:
             self._expedited[thread] += 1
             self._cond.notify_all()
@@ -194,11 +191,10 @@ class Prefetcher:
                     queue.remove(key)
             self._awaited[key] += 1
             try:
-                if key in self._running and self._lock is not None:
-                    # the worker may be queued behind other background work on the lock: a page waits on it now
-                    with self._lock.expedite(self._thread.ident if self._thread else None):
-                        self._cond.wait_for(lambda: key not in self._running)
-                self._cond.wait_for(lambda: key not in self._running)
+                # the worker may be queued behind other background work on the lock: a page waits on it now
+                lifted = key in self._running and self._lock is not None and self._thread is not None
+                with self._lock.expedite(self._thread.ident) if lifted else nullcontext():
+                    self._cond.wait_for(lambda: key not in self._running)
             finally:
                 self._awaited[key] -= 1
                 if not self._awaited[key]:
