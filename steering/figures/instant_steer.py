@@ -281,6 +281,9 @@ export default function (component) {
         status = root.querySelector(".status");
   const st = root.__state || (root.__state = {timer: null, shown: null, serverCurrent: null});
   st.data = data;
+  // a timer that fires once the component is gone (a talk step or the sidebar switched page) would ask the server to
+  // rerun a fragment the new page does not have; CI saw the page left blank after one ("Couldn't find fragment")
+  st.live = true;
   root.querySelector(".label").textContent = data.label;
   root.querySelector(".label").title = data.help;
   root.style.fontSize = data.font_size + "px";
@@ -290,7 +293,7 @@ export default function (component) {
   // waits briefly for more) brings a new serial, and that asks again until nothing is pending
   if (data.pending && st.polled !== data.serial) {
     st.polled = data.serial;
-    setTimeout(() => setTriggerValue("poll", data.serial), 30);
+    setTimeout(() => st.live && setTriggerValue("poll", data.serial), 30);
   }
   slider.min = data.u_min; slider.max = data.u_max; slider.step = data.u_step;
   // the server's position wins only when the server moved it (a URL, a talk step), not when it lags
@@ -329,7 +332,7 @@ export default function (component) {
     clearTimeout(st.timer);
     // the server only needs the position for the URL and the other pages; a position it has not
     // computed yet is asked for at once, a computed one after the drag settles
-    st.timer = setTimeout(() => setStateValue("sentiment", parseFloat(key(u))), now ? 0 : 350);
+    st.timer = setTimeout(() => st.live && setStateValue("sentiment", parseFloat(key(u))), now ? 0 : 350);
   }
 
   if (!st.bound) {
@@ -342,6 +345,7 @@ export default function (component) {
     st.bound = true;
   }
   show(parseFloat(slider.value));
+  return () => { st.live = false; };  // Streamlit calls it when the component unmounts
 }
 """
 )
