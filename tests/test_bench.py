@@ -117,6 +117,11 @@ def test_bench_decode_figures(bench_json, small_tokenizer):
         bench_json["decode_tokens_per_s"] / bench_json["decode_tokens_per_s_general"]
     )
     assert bench_json["decode_tokens_per_s"] == pytest.approx(1e3 / bench_json["decode_ms_per_token"])
+    # the discrete baseline's decode, measured in the same run: the ratio issue 64's parity bar reads
+    assert bench_json["decode_tokens_per_s_discrete"] == pytest.approx(1e3 / bench_json["decode_ms_per_token_discrete"])
+    assert bench_json["decode_ratio"] == pytest.approx(
+        bench_json["decode_tokens_per_s"] / bench_json["decode_tokens_per_s_discrete"]
+    )
     assert bench_json["decode_floor_dtype"] in bench_json["decode_floor_ms_by_dtype"]
     assert bench_json["decode_ms_per_token_floor"] == pytest.approx(
         min(bench_json["decode_floor_ms_by_dtype"].values())
