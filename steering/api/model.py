@@ -36,7 +36,8 @@ def checkpoint_folder(path: str | Path | None = None) -> Path:
             return folder
     raise FileNotFoundError(
         f"{path} is not a checkpoint: no {CONFIG} there, nor a training run's resume/state.json. Give a checkpoint "
-        f"folder, a training run's --out folder, or one of the shipped ones: {', '.join(SHIPPED)} (in {ASSETS})"
+        f"folder, a training run's --out folder, or one of the shipped ones: {', '.join(SHIPPED)} (in {ASSETS}); "
+        f"or train one with `python -m steering train --out {path}`"
     )
 
 
