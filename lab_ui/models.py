@@ -138,16 +138,9 @@ def _load(path: str) -> Loaded:
 
 @st.cache_resource(show_spinner="Fitting the PCA map of hidden states…")
 def _pca_map(path: str, key: str):
-    from steering.analysis.pca import pca_map_for_checkpoint
-
     loaded = _load(path)
-    with loaded.lock:
-        texts = logic.model_texts(loaded.config)
-        if texts.user_model:  # the map's reference paths: openings of the model's own held-out texts
-            return pca_map_for_checkpoint(
-                loaded.model, loaded.tok, key, logic.cache_dir() / "pca", prompts=texts.prompts[:5]
-            )
-        return pca_map_for_checkpoint(loaded.model, loaded.tok, key, logic.cache_dir() / "pca")
+    with loaded.lock:  # the map the talk kit and steering.load() draw on too (a model of one's own: its openings)
+        return compute.lab_pca_map(loaded.model, loaded.tok, loaded.config, key)
 
 
 @st.cache_resource(show_spinner=False)

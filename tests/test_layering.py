@@ -2,9 +2,11 @@
 
 steering/ is a few domain packages with one order, lowest first (DOMAINS): a module imports only from its own
 domain and the ones before it, inside functions too. So the data, the judges and the model know nothing of
-training or the lab; analysis computes on the model without the evaluation; the command line (cli/ and
-__main__.py) sits on top and nothing imports it. steering.figures draws plain numbers and arrays: it never
-imports torch or another steering domain (the app's pages bring the model's numbers to it). No module imports
+training or the lab; analysis computes on the model without the evaluation; the public API (api/: steering.load()
+and its views) sits on everything but the command line (cli/ and __main__.py), which sits on top and nothing
+imports. The package's own __init__ reaches the API lazily (steering.load) and belongs to no domain.
+steering.figures draws plain numbers and arrays: it never imports torch or another steering domain (the app's
+pages bring the model's numbers to it). No module imports
 one that imports it back, and nothing in steering/ imports Streamlit (only app.py, lab_ui/ and pages/ do).
 """
 
@@ -52,7 +54,7 @@ def test_imported_modules_resolves_relative_imports():
 
 
 # the domains of steering/, lowest first; steering/__main__.py is the command line's
-DOMAINS = ("data", "judges", "model", "inference", "training", "analysis", "figures", "evaluation", "lab", "cli")
+DOMAINS = ("data", "judges", "model", "inference", "training", "analysis", "figures", "evaluation", "lab", "api", "cli")
 LOOSE = {"steering", "steering.__main__"}  # the package itself and `python -m steering`
 
 

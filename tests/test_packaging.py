@@ -48,7 +48,8 @@ def test_only_the_steering_package_is_installed():
     assert PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"] == ["steering", "steering.*"]
     find_packages = pytest.importorskip("setuptools").find_packages
     found = find_packages(str(ROOT), include=["steering", "steering.*"])
-    domains = ("data", "judges", "model", "inference", "training", "analysis", "figures", "evaluation", "lab", "cli")
+    domains = ("data", "judges", "model", "inference", "training", "analysis", "figures", "evaluation", "lab", "api")
+    domains += ("cli",)
     assert "steering" in found and {f"steering.{d}" for d in domains} <= set(found)
     assert all(name == "steering" or name.startswith("steering.") for name in found)
 

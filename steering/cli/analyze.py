@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..api.results import jsonable  # one converter for the API's to_dict() and --json
 from ..data.heldout import PROMPT_SETS, prompt_set
 from ..model.ode import ADAPTIVE_SOLVERS, SolverConfig
 
@@ -31,24 +32,6 @@ KINDS = (
     "regimes-map",
 )
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "steering-analysis-cache"
-
-
-def jsonable(value):
-    """numpy and dataclass-ish values as plain JSON types; NaN and infinities become null."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return jsonable(value.tolist())
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        value = float(value)
-        return value if math.isfinite(value) else None
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
 
 
 def add_analyze_args(p):

@@ -216,26 +216,20 @@ def add_control_args(p):
 
 @command("generate", "sample steered continuations of a prompt")
 def _generate(args):
-    from ..inference.generate import generate
+    from ..api import load
     from ..model.controls import control_from_args
-    from ..training.checkpoint import load_checkpoint
 
-    model, tok, config = load_checkpoint(args.checkpoint)
-    control = control_from_args(config, args)
-    results = generate(
-        model,
-        tok,
+    m = load(args.checkpoint)  # the API's generate: one way from the notebook and from here
+    control = control_from_args(m.config, args)
+    sampling = ("temperature", "top_k", "top_p", "repetition_penalty", "no_repeat_ngram")
+    results = m.generate(
         args.prompt,
-        *control.values,
+        control.as_dict(),
         n=args.n,
         max_new_tokens=args.max_new_tokens,
         seed=args.seed,
-        solver=solver_from_args(args, model.training_solver),
-        **{
-            k: getattr(args, k)
-            for k in ("temperature", "top_k", "top_p", "repetition_penalty", "no_repeat_ngram")
-            if getattr(args, k) is not None
-        },
+        solver=solver_from_args(args, m.model.training_solver),
+        **{k: getattr(args, k) for k in sampling if getattr(args, k) is not None},
     )
     if args.json:
         print(json.dumps([{**r.to_dict(), "control": control.as_dict()} for r in results], indent=2))

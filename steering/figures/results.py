@@ -1,4 +1,5 @@
-"""The Results page's chart: steering accuracy against fluency, learned control u vs activation steering.
+"""The Results page's chart: steering accuracy against fluency, learned control u vs activation steering; and an
+evaluation's figures against their bars as a table (steering.load().evaluate().figure()).
 
 Input is plain data, the "activation_steering" part of results.json: per method a dict
 with label, magnitudes, accuracy_clf, accuracy_vader and paired_perplexity (lists).
@@ -62,4 +63,24 @@ def accuracy_fluency_figure(
         margin=dict(l=10, r=10, t=50, b=10),
     )
     fig.update_yaxes(range=[0, 1.05])
+    return fig
+
+
+def evaluation_table_figure(rows, title: str = "Evaluation") -> go.Figure:
+    """One row per figure: (name, value, its bar or "", met: True / False / None where it has no bar); the figures
+    differ in scale and unit, so a table, with the bars met in green and those missed in red."""
+    rows = list(rows)
+    if not rows:
+        raise ValueError("no figures to show")
+    names, values, bars, met = zip(*rows)
+    shown = [f"{v:,}" if isinstance(v, int) else f"{v:.4g}" for v in values]
+    verdict = ["" if m is None else ("met" if m else "missed") for m in met]
+    colors = ["white" if m is None else ("#e3f4e3" if m else "#fbe3e3") for m in met]
+    fig = go.Figure(
+        go.Table(
+            header=dict(values=["figure", "value", "bar", ""], align="left"),
+            cells=dict(values=[names, shown, bars, verdict], align="left", fill_color=[colors] * 4),
+        )
+    )
+    fig.update_layout(title=title)
     return fig

@@ -349,3 +349,16 @@ def regimes_in_chunks(
         seconds=float(sum(p.seconds for p in parts)),
         max_tau=max(p.max_tau for p in parts),
     )
+
+
+# ---------------------------------------------------------------- the PCA map every view draws on
+def lab_pca_map(model, tok, config: dict | None, checkpoint_id: str):
+    """The checkpoint's PCA map as the lab draws it (pages, talk kit, steering.load()): fitted once on the
+    reference prompts (a model of one's own: five openings of its held-out text, the shipped kind's prompts mean
+    nothing to it) and kept under logic.cache_dir(), keyed by the weights, so every caller shares one map."""
+    from ..analysis.pca import pca_map_for_checkpoint
+    from .logic import cache_dir, model_texts
+
+    texts = model_texts(config)
+    extra = {"prompts": texts.prompts[:5]} if texts.user_model else {}
+    return pca_map_for_checkpoint(model, tok, checkpoint_id, cache_dir() / "pca", **extra)

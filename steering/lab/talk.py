@@ -287,15 +287,15 @@ def pair_grid(
     """The talk kit's second model (`export-talk --compare-with B`): B's text at every grid control of every
     prompt, as the page shows it: {checkpoint, axes, scoreLabel, prompts: [{shown, points: [style][sentiment] ->
     {text, verdict, score, nfe}}]} (plain JSON)."""
-    from ..analysis.pca import checkpoint_identity, pca_map_for_checkpoint
+    from ..analysis.pca import checkpoint_identity
     from ..training.checkpoint import load_checkpoint
+    from .compute import lab_pca_map
 
     model, tok, config = load_checkpoint(checkpoint)
     if not hasattr(model, "field"):
         raise ValueError(f"{checkpoint} holds a discrete model: it takes no control, so it has no slider to share")
     texts = logic.model_texts(config)
-    extra = {"prompts": texts.prompts[:5]} if texts.user_model else {}
-    pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(checkpoint), logic.cache_dir() / "pca", **extra)
+    pca_map = lab_pca_map(model, tok, config, checkpoint_identity(checkpoint))
     axis_judge = ends = None
     if texts.user_model:
         from ..judges.axis_judges import load_axis_judges
@@ -632,16 +632,16 @@ def export_talk(
     """Load the checkpoint and its PCA map, build the demo, write it to `out`. control: {the checkpoint's axis
     name: value}, where the page opens (axes left out at 0; on the grid, opening_point). compare_with: a second
     checkpoint whose text the page shows beside the first's at every control (pair_grid)."""
-    from ..analysis.pca import checkpoint_identity, pca_map_for_checkpoint
+    from ..analysis.pca import checkpoint_identity
     from ..model.controls import named_control
     from ..training.checkpoint import DEFAULT_CHECKPOINT, load_checkpoint
+    from .compute import lab_pca_map
 
     start = time.perf_counter()
     checkpoint = Path(checkpoint if checkpoint is not None else DEFAULT_CHECKPOINT)
     model, tok, config = load_checkpoint(checkpoint)
     texts = logic.model_texts(config)  # the shipped model: "The movie was"; a user model: its first opening
-    extra = {"prompts": texts.prompts[:5]} if texts.user_model else {}  # the lab's map (user_model: its openings)
-    pca_map = pca_map_for_checkpoint(model, tok, checkpoint_identity(checkpoint), logic.cache_dir() / "pca", **extra)
+    pca_map = lab_pca_map(model, tok, config, checkpoint_identity(checkpoint))  # the map the lab shows
     cleaned = clean_prompts(texts.prompts[:1] if prompts is None else prompts)
     named = named_control(config, [f"{k}={v}" for k, v in (control or {}).items()])
     opening = opening_point(named.values)  # refused here, before minutes of computing
