@@ -82,6 +82,29 @@ def test_the_model_trains_with_its_penalty_and_round_trips_through_a_checkpoint(
         assert torch.allclose(loaded(idx, torch.ones(2, 2) * 1.5)[0], model(idx, torch.ones(2, 2) * 1.5)[0], atol=2e-3)
 
 
+def test_the_reference_penalty_is_the_distance_to_a_finer_rk4_solve(small_depth_hybrid):
+    """With reference_steps the penalty is |RK4-1(H0) - RK4-N(H0)|² / |H0|²: the one-step solve's real error
+    (N -> inf: the flow), with its gradient through the trained solve only."""
+    model = small_depth_hybrid.train()
+    idx = torch.randint(0, model.config.vocab_size, (2, 7), generator=torch.Generator().manual_seed(3))
+    u = torch.tensor([[2.0, 0.0], [-1.0, 1.0]])
+    _, penalties = model(idx, u, reference_steps=8)
+    with torch.no_grad():
+        h0 = model.encode(idx)
+        one = model.middle(h0, u, SolverConfig("rk4", steps=1)).final
+        fine = model.middle(h0, u, SolverConfig("rk4", steps=8)).final
+        flow = model.middle(h0, u, SolverConfig("dopri5", rtol=1e-7, atol=1e-9)).final
+    expected = (one - fine).pow(2).sum(-1).mean() / h0.pow(2).sum(-1).mean()
+    assert torch.allclose(penalties["solver_error"].detach(), expected, rtol=1e-4)
+    # the finer solve stands for the flow: RK4-8 lies far nearer dopri5 than RK4-1 does
+    assert (fine - flow).norm() < 0.05 * (one - flow).norm()
+    penalties["solver_error"].backward()
+    assert model.field.fc_out_weight.grad.abs().sum() > 0
+    model.zero_grad()
+    _, estimated = model(idx, u)  # without it, the embedded estimate: another number
+    assert not torch.allclose(estimated["solver_error"].detach(), expected, rtol=1e-2)
+
+
 def test_a_depth_varying_field_refuses_what_it_does_not_have():
     with pytest.raises(ValueError, match="attends"):
         ModelConfig(field_basis=4, field_heads=0)

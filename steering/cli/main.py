@@ -196,6 +196,7 @@ def _train_args(p):
     option(penalty, "solver_error_tolerance", "E", "the relative error it allows at no cost")
     option(penalty, "solver_error_start", "N", "stage 1's step where it starts (ramped over --warmup)", int)
     option(penalty, "solver_error_ramp", "N", "steps its weight rises over, as a square (0: linear over --warmup)", int)
+    option(penalty, "solver_error_reference_steps", "N", "> 0: measure it against RK4 in N steps, not estimated", int)
     option(penalty, "contrast_weight", "W", "sentiment contrast (and style's)")
     option(penalty, "style_contrast_weight", "W", "style's own (default: sentiment's)")
     option(penalty, "contrast_positive_side", "S", "gradient scale at sentiment +1")

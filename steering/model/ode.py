@@ -464,6 +464,12 @@ def path_roughness(field_outputs: list[torch.Tensor], h0: torch.Tensor, relative
     return diffs.mean() / size.clamp_min(1e-8)
 
 
+def relative_sq_distance(h: torch.Tensor, target: torch.Tensor, h0: torch.Tensor) -> torch.Tensor:
+    """Mean over tokens of |h − target|², relative to the mean |H(0)|² (the scale rk4_error_estimate uses)."""
+    error = (h.float() - target.float()).pow(2).sum(-1).mean()
+    return error / h0.detach().float().pow(2).sum(-1).mean().clamp_min(1e-8)
+
+
 def rk4_error_estimate(field_outputs: list[torch.Tensor], h0: torch.Tensor, steps: int) -> torch.Tensor:
     """The squared size of RK4's embedded error estimate, summed over its steps, relative to |H(0)|².
 

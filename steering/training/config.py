@@ -75,6 +75,9 @@ class TrainConfig:
     # steps over which that penalty's weight rises from 0 as a square (((step - start) / ramp)²); 0: linear over
     # `warmup` (D3, whose first penalised steps exploded: a linear ramp's first step is already a jump)
     solver_error_ramp: int = 0
+    # > 0: that penalty measures the trained RK4 solve against RK4 in this many steps (no gradient through the
+    # finer solve) in place of the embedded estimate, which at one step of h = 1 misses most of the error (issue 64)
+    solver_error_reference_steps: int = 0
     contrast_weight: float = 3.0  # stage 2 contrastive weight (the sentiment axis; style's too unless set below)
     style_contrast_weight: float | None = None  # the style axis's own weight (the axes share the field)
     contrast_positive_side: float = 1.0  # scales the sentiment contrast's gradient through the model at u = +1

@@ -192,7 +192,9 @@ def weighted_penalties(penalties: dict, cfg: TrainConfig) -> tuple[torch.Tensor 
 
 def stage1_loss(model, x, y, u, cfg: TrainConfig):
     with autocast(cfg, x.device):
-        logits, penalties = model(x, u, roughness_relative_to=cfg.roughness_relative_to)
+        logits, penalties = model(
+            x, u, roughness_relative_to=cfg.roughness_relative_to, reference_steps=cfg.solver_error_reference_steps
+        )
     lm = language_model_loss(logits, y)
     penalty, logged = weighted_penalties(penalties, cfg)
     return lm + penalty, {"lm_loss": lm.item(), **logged}
@@ -236,6 +238,7 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig):
             torch.cat([x] * len(trained)),
             torch.cat([copies[i] for i in trained]),
             roughness_relative_to=cfg.roughness_relative_to,
+            reference_steps=cfg.solver_error_reference_steps,
         )
         if constant:
             with torch.no_grad():
@@ -243,6 +246,7 @@ def stage2_loss(model, x, y, u, cfg: TrainConfig):
                     torch.cat([x] * len(constant)),
                     torch.cat([copies[i] for i in constant]),
                     roughness_relative_to=cfg.roughness_relative_to,
+                    reference_steps=cfg.solver_error_reference_steps,
                 )
             penalties = {
                 k: (len(trained) * v + len(constant) * fixed_penalties[k]) / len(copies) for k, v in penalties.items()
