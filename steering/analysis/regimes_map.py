@@ -181,19 +181,19 @@ class PromptMap:
     rejected: np.ndarray
     first_step: np.ndarray  # [n_t, n_u] h as torchdiffeq tried it
     reason: list[list[str]]  # [n_t][n_u]
-    max_error_ratio: np.ndarray  # [n_t, n_u] dopri5's largest local error estimate against the tolerance
     predicted: np.ndarray  # [n_t, n_u] 2 + 6k in cap-limited cells, 0 elsewhere
     bands: list[Band]
     exceptions: list[dict]  # cap-limited cells whose NFE differs from the prediction
     rule: FirstStepRule
     band_rows: list[int]  # rows of t added for the bands' middles
     past_end: bool
-    precision: str  # the dtype the field and the solves ran in
     max_tau: float  # the furthest τ any solve evaluated the field at
     why_no_band: str | None  # where no cap-limited band lies in the t range: why, from h's range over u
     rule_error: float  # the largest relative gap between h(u, t) from the rule and the first step each solve took
     seconds: float
     solves: int  # dopri5 solves, the bisections' included
+    precision: str = "float64"  # the dtype the field and the solves ran in (PRECISIONS)
+    max_error_ratio: np.ndarray | None = None  # [n_t, n_u] dopri5's largest local error estimate against the tolerance
     extra: dict = field(default_factory=dict)
 
     def row(self, t: float) -> int:
