@@ -12,6 +12,12 @@ prints every difference with both solves' step sequences and the error ratios of
 difference at a ratio within round-off of 1 (a decision on a knife edge) reads as such. One JSON line per prompt
 goes to --out as it finishes. Only the model, the prompt encoding and the map come from the project; the
 reference solves use none of its solver code.
+
+--reference-field batched runs the same torchdiffeq solves on the project's batched field with a batch of one
+(model.batched_field: each layer's K coefficient sets in one matmul) instead of the module's own forward, which
+materialises every weight at each τ and is about 10× slower on the shipped model: it checks the controller alone,
+over the whole grid of every prompt in minutes; tests/test_batched_adaptive.py checks the batched field against
+the module's forward (to 1e-12) and the counts against the own forward on sampled cells.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from steering.analysis.regimes_map import regimes_map  # noqa: E402
 from steering.data.heldout import prompt_set  # noqa: E402
 from steering.data.tokenizer import bos_id, encode  # noqa: E402
+from steering.model.batched_field import batched_field  # noqa: E402
 from steering.training.checkpoint import load_model_or_saved_state  # noqa: E402
 
 
@@ -54,8 +61,17 @@ class Counted(torch.nn.Module):
         self.decisions.append(False)
 
 
-def reference_solve(field, h0, u: float, t: float) -> Counted:
-    counted = Counted(field.bind(torch.tensor([[u, 0.0]], dtype=h0.dtype), h0))
+def reference_solve(field, h0, u: float, t: float, batched: bool = False) -> Counted:
+    control = torch.tensor([[u, 0.0]], dtype=h0.dtype)
+    if batched:
+        one = batched_field(field, control, h0)
+
+        def f(tau, y):
+            return one(tau.reshape(1), y)
+
+        counted = Counted(f)
+    else:
+        counted = Counted(field.bind(control, h0))
     odeint(
         counted,
         h0,
@@ -77,12 +93,13 @@ def main():
     parser.add_argument("--precision", default="float64", choices=("float64", "float32"))
     parser.add_argument("--every", type=int, default=1, help="compare every K-th u of each row")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--reference-field", default="own", choices=("own", "batched"))
     args = parser.parse_args()
     dtype = {"float64": torch.float64, "float32": torch.float32}[args.precision]
     model, tok, source = load_model_or_saved_state(args.checkpoint)
     model.eval()
     field = copy.deepcopy(model.field).to(dtype)
-    prompts = prompt_set("probe", tok, args.prompts)[args.first_prompt :]
+    prompts = prompt_set("probe", tok, 10)[args.first_prompt : args.first_prompt + args.prompts]
     total_cells = total_diffs = 0
     for prompt in prompts:
         start = time.perf_counter()
@@ -93,7 +110,7 @@ def main():
         start = time.perf_counter()
         for i, t in enumerate(m.t):
             for j in range(0, len(m.u), args.every):
-                ref = reference_solve(field, h0, float(m.u[j]), float(t))
+                ref = reference_solve(field, h0, float(m.u[j]), float(t), args.reference_field == "batched")
                 cells += 1
                 ours = (int(m.nfe[i, j]), int(m.accepted[i, j]), int(m.rejected[i, j]))
                 theirs = (ref.calls, sum(ref.decisions), len(ref.decisions) - sum(ref.decisions))
@@ -115,10 +132,23 @@ def main():
             "checkpoint": source,
             "prompt": prompt,
             "precision": args.precision,
+            "reference_field": args.reference_field,
             "cells": cells,
             "differences": diffs,
             "map_seconds": map_seconds,
             "reference_seconds": time.perf_counter() - start,
+            "map": {
+                "u": m.u.tolist(),
+                "t": m.t.tolist(),
+                "nfe": m.nfe.tolist(),
+                "rejected": m.rejected.tolist(),
+                "reason": m.reason,
+                "first_step": m.first_step.tolist(),
+                "max_error_ratio": m.max_error_ratio.tolist(),
+                "bands": [{**b.to_dict()} for b in m.bands],
+                "why_no_band": m.why_no_band,
+                "solves": m.solves,
+            },
         }
         total_cells += cells
         total_diffs += len(diffs)
