@@ -45,6 +45,11 @@ BAND_KINDS = REASONS
 METHOD = "dopri5"
 EVALS_PER_STEP = len(TORCHDIFFEQ_SOLVERS[METHOD].tableau.beta)  # 6: the first-same-as-last stage is reused
 ORDER = TORCHDIFFEQ_SOLVERS[METHOD].order  # 5: h1 = (0.01 / max(d1, d2))^(1/5)
+FLOAT32_NOTE = (
+    "In float32 the state carries about 7 digits: at atol ≤ 1e-6 its round-off in the error estimate is as large as "
+    "the tolerance, so a step's acceptance, and the count, can follow the arithmetic rather than the flow. Where "
+    "this map parts from the float64 one, round-off decides."
+)
 PRECISIONS = {"float64": torch.float64, "float32": torch.float32}
 BISECTION_PRECISION = 1.01
 # grid rows solved in one batch: 5 × 41 u gives matrix products of ~800 token rows, where float64's run
