@@ -7,7 +7,7 @@ from lab_ui import models, widgets
 from steering.analysis.alignment import regimes_over_prompts
 from steering.analysis.inputs import PATH_SOLVER, REFERENCE_SOLVER
 from steering.analysis.regimes import tolerance_scaling
-from steering.analysis.regimes_map import PAST_END_NOTE, default_tolerance_reading, regimes_map
+from steering.analysis.regimes_map import FLOAT32_NOTE, PAST_END_NOTE, default_tolerance_reading, regimes_map
 from steering.analysis.solver_trace import field_geometry, neighbour_across_switch, solver_traces, trace_reading
 from steering.data.heldout import PROBE_PROMPT_VARIANTS
 from steering.figures.regimes import alignment_figure, nfe_regimes_figure, tolerance_figure
@@ -30,8 +30,9 @@ widgets.sync_url("regimes")  # first: the map and the sweeps below take seconds,
 
 st.subheader("The regimes map: NFE over u and tolerance")
 st.caption(
-    "Each cell is one dopri5 solve (rtol = t, atol = t/10, landing on τ = 1) at 41 u × 25 tolerances, plus the "
-    "middle of each band. Its reason: cap-limited (no mark: no step rejected, every step grew by torchdiffeq's 10× "
+    "Each cell is one dopri5 solve (rtol = t, atol = t/10, landing on τ = 1, in float64 on a copy of the field; "
+    "every u of a row solved at once, each on its own steps) at 41 u × 25 tolerances, plus the middle of each band. "
+    "Its reason: cap-limited (no mark: no step rejected, every step grew by torchdiffeq's 10× "
     "cap, so the first step h sets the count, 2 + 6k with k the steps h, 10·h, … need to reach τ = 1), "
     "error-limited (○: the error held a step's growth under the cap) or rejected (×). The dotted lines bound the "
     "tolerances where the first-step rule splits NFE over u into two levels; the slider under the map picks the "
@@ -46,11 +47,21 @@ if getattr(loaded.model.config, "field_basis", 0):  # a depth field: its weights
     )
     if past_end:
         st.caption(PAST_END_NOTE)
+in_float32 = st.toggle(
+    "Solve in float32, the model's own precision, for comparison",
+    key="w_reg_float32",
+    help=FLOAT32_NOTE,
+)
+if in_float32:
+    st.caption(FLOAT32_NOTE)
+precision = "float32" if in_float32 else "float64"
 job = models.background(
     loaded,
     "regimes_map",
-    (prompt, past_end),
-    lambda model, tok, on_progress: regimes_map(model, tok, prompt, past_end=past_end, on_progress=on_progress),
+    (prompt, past_end, precision),
+    lambda model, tok, on_progress: regimes_map(
+        model, tok, prompt, past_end=past_end, precision=precision, on_progress=on_progress
+    ),
     what="the regimes map",
 )
 
@@ -72,8 +83,8 @@ else:
         logic.bold_then_plain("What sets the level at the default tolerance: ", default_tolerance_reading(pmap))
     )
     band_rows = dict(zip(pmap.band_rows, pmap.cap_bands))
-    if st.session_state.get("w_reg_map_for") != (prompt, past_end):
-        st.session_state["w_reg_map_for"] = (prompt, past_end)
+    if st.session_state.get("w_reg_map_for") != (prompt, past_end, precision):
+        st.session_state["w_reg_map_for"] = (prompt, past_end, precision)
         st.session_state["w_reg_map_row"] = pmap.row(1e-3)
     if band_rows:
         first_row, band = next(iter(band_rows.items()))
@@ -107,7 +118,7 @@ else:
         st.markdown(logic.bold_then_plain("No band of the first-step rule: ", pmap.why_no_band))
     if pmap.exceptions:
         st.warning(f"{len(pmap.exceptions)} cap-limited cells take another count than the first-step rule's.")
-    st.caption(f"{pmap.solves} solves in {pmap.seconds:.1f} s.")
+    st.caption(f"{pmap.solves} solves in {pmap.seconds:.1f} s, in {pmap.precision}.")
 
 st.subheader("NFE against u at one tolerance, both solvers")
 
@@ -143,6 +154,7 @@ regimes = models.analysis(
         rtol=float(tol),
         atol=float(tol) / 10,
         targets=tuple(targets),
+        chunks=1,  # every u in one batched solve per solver (float64): about a second or two on the shipped model
         on_progress=lambda f: bar.progress(f, text=f"Solving every u… {f:.0%}"),
     ),
     what="the NFE sweep",

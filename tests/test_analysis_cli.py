@@ -351,3 +351,4 @@ def test_regimes_map_json_has_the_promised_shape(small_checkpoint, capsys):
         assert {"kind", "t_low", "t_high", "switch_u", "predicted_switch_u"} <= set(band)
     assert isinstance(p["exceptions"], list) and out["past_end"] is False and p["max_tau"] <= 1.0 + 1e-6
     assert "NFE" in p["default_reading"]
+    assert out["precision"] == p["precision"] == "float64"  # float64 unless --float32 asks for the model's own

@@ -138,3 +138,17 @@ def test_max_tau_reports_how_far_the_solves_went(small_depth_hybrid, small_token
     monkeypatch.setattr(ode, "adaptive_options", lambda max_steps, tau_end=1.0: {"max_num_steps": max_steps})
     past = nfe_regimes(small_depth_hybrid, small_tokenizer, "The movie was", grid, rtol=1e-3, atol=1e-4)
     assert past.to_dict()["max_tau"] > 1.0 + 1e-3
+
+
+def test_the_batched_sweep_counts_as_one_solve_per_u(small_depth_hybrid, small_tokenizer):
+    # the Regimes page's sweep: every u in one batched solve per solver, each u on its own steps
+    grid = np.linspace(-2, 2, 7)
+    args = (small_depth_hybrid, small_tokenizer, "The movie was", grid)
+    each = nfe_regimes(*args, rtol=1e-3, atol=1e-4)
+    for precision in ("float32", "float64"):
+        batched = nfe_regimes(*args, rtol=1e-3, atol=1e-4, precision=precision)
+        for method in each.nfe:
+            assert batched.nfe[method].tolist() == each.nfe[method].tolist()
+            assert batched.steps[method].tolist() == each.steps[method].tolist()
+        assert np.allclose(batched.target_probability, each.target_probability, atol=1e-4)
+        assert batched.max_tau == pytest.approx(1.0)

@@ -1,3 +1,4 @@
+import copy
 import math
 
 import numpy as np
@@ -5,18 +6,17 @@ import pytest
 import torch
 
 from steering.analysis.regimes_map import (
-    Cell,
     PromptMap,
     cell_reason,
     crossings,
     default_tolerance_reading,
     predicted_nfe,
     regimes_map,
-    solve_cell,
     step_threshold,
     steps_to_end,
 )
-from steering.analysis.solver_trace import field_under_control
+from steering.model.batched_adaptive import solve_adaptive_batch
+from steering.model.batched_field import batched_field, float_copy
 from steering.model.ode import SolverConfig
 
 U = (-2.0, -1.0, 0.0, 1.0, 2.0)
@@ -87,15 +87,18 @@ def test_the_map_holds_a_cell_per_u_and_tolerance_and_agrees_with_the_solver(sma
     m = small_map
     assert m.nfe.shape == (len(m.t), len(U)) and len(m.reason) == len(m.t)
     assert set(TOLS) <= set(m.t.tolist()) and (np.diff(m.t) > 0).all()
-    # every cell's count is what solve_block (the project's adaptive solve) takes at that u and t
+    # every cell's count is what solve_block (torchdiffeq, one u at a time) takes at that u and t, in float64
     from steering.analysis.inputs import prompt_tensor
 
+    assert m.precision == "float64"
     idx, _ = prompt_tensor(slow_hybrid, small_tokenizer, "The movie was")
-    h0 = slow_hybrid.encode(idx)
+    h0 = slow_hybrid.encode(idx).double()
+    model64 = copy.deepcopy(slow_hybrid).double()
     for i in (0, len(m.t) - 1):
         for j in (0, 2, 4):
             t = float(m.t[i])
-            solve = slow_hybrid.middle(h0, torch.tensor([[U[j], 0.0]]), SolverConfig("dopri5", rtol=t, atol=t / 10))
+            u = torch.tensor([[U[j], 0.0]], dtype=torch.float64)
+            solve = model64.middle(h0, u, SolverConfig("dopri5", rtol=t, atol=t / 10))
             assert solve.nfe == m.nfe[i, j]
     assert (m.nfe == 2 + 6 * (m.accepted + m.rejected)).all()
     # in every cap-limited cell the first-step rule's count is the solver's
@@ -134,9 +137,11 @@ def test_a_band_is_found_between_grid_rows_by_the_first_step_rule(slow_hybrid, s
     assert len(coarse.cap_bands) == len(fine.cap_bands) == 1
     (a,), (b,) = coarse.cap_bands, fine.cap_bands
     assert (a.t_low, a.t_high) == pytest.approx((b.t_low, b.t_high), rel=0.02)  # the bisection's precision
-    # a report after every solve (where the lab's background job lets a page in), never going back, then 1.0
-    assert len(reports) == coarse.solves + 1 and coarse.solves > 2 * len(U)
-    assert reports[len(U) - 1] == pytest.approx(0.45) and reports[-1] == 1.0 and (np.diff(reports) >= 0).all()
+    # a report before every round of attempts (where the lab's background job lets a page in), never going back,
+    # then 1.0; the two grid rows are one batch, each bisection's row one more
+    rows = coarse.solves // len(U)
+    assert coarse.solves > 2 * len(U) and len(reports) > 2 * (rows - 1)  # two rounds or more a batch
+    assert reports[0] == 0.0 and reports[-1] == 1.0 and (np.diff(reports) >= 0).all()
 
 
 def test_only_the_past_end_flag_evaluates_a_depth_field_past_tau_one(small_depth_hybrid, small_tokenizer):
@@ -150,13 +155,30 @@ def test_only_the_past_end_flag_evaluates_a_depth_field_past_tau_one(small_depth
     from steering.analysis.inputs import prompt_tensor
 
     idx, _ = prompt_tensor(model, small_tokenizer, "The movie was")
-    h0 = model.encode(idx)
+    h0 = model.encode(idx).double()
+    field = batched_field(float_copy(model.field, torch.float64), torch.tensor([[1.5, 0.0]], dtype=torch.float64), h0)
     for past_end in (False, True):
-        f = field_under_control(model, h0, torch.tensor([[1.5, 0.0]]))
-        model.field.eval_taus = []
-        cell, _ = solve_cell(f, h0, 1e-3, past_end=past_end)
-        assert isinstance(cell, Cell)
-        assert (max(model.field.eval_taus) > 1.0 + 1e-3) == past_end
+        taus = []
+
+        def recorded(tau, h, select, taus=taus):
+            taus.extend(tau.tolist())
+            return field(tau, h, select)
+
+        solve_adaptive_batch(recorded, h0, 1e-3, 1e-4, past_end=past_end)
+        assert (max(taus) > 1.0 + 1e-3) == past_end
+
+
+def test_float32_is_a_toggle_and_parts_from_float64_only_where_round_off_decides(slow_hybrid, small_tokenizer):
+    kwargs = dict(u_grid=U, tolerances=(1e-8, 1e-3))
+    m64 = regimes_map(slow_hybrid, small_tokenizer, "The movie was", **kwargs)
+    m32 = regimes_map(slow_hybrid, small_tokenizer, "The movie was", precision="float32", **kwargs)
+    assert (m64.precision, m32.precision) == ("float64", "float32")
+    assert m32.to_dict()["precision"] == "float32"
+    loose = m64.row(1e-3)
+    assert (m32.nfe[m32.row(1e-3)] == m64.nfe[loose]).all()  # far above float32's round-off: the same counts
+    assert np.isfinite(m64.max_error_ratio).all() and (m64.max_error_ratio[m64.rejected == 0] <= 1).all()
+    with pytest.raises(ValueError, match="precision"):
+        regimes_map(slow_hybrid, small_tokenizer, "The movie was", precision="float16", **kwargs)
 
 
 def test_the_map_refuses_what_it_cannot_compute(small_entry_hybrid, small_discrete, small_tokenizer):

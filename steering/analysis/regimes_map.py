@@ -30,11 +30,12 @@ import numpy as np
 import torch
 from torchdiffeq._impl.odeint import SOLVERS as TORCHDIFFEQ_SOLVERS
 
-from ..model.ode import SolverConfig
+from ..model.batched_adaptive import BatchedSolve, solve_adaptive_batch
+from ..model.batched_field import batched_field, float_copy
 from .changepoints import level_switches
 from .inputs import axis_control, prompt_tensor, u_grid_array
 from .regimes import DEFAULT_U_GRID
-from .solver_trace import EVALS_BEFORE_FIRST_STEP, GROWTH_CAP, field_under_control, first_step_terms, trace_solve
+from .solver_trace import EVALS_BEFORE_FIRST_STEP, GROWTH_CAP
 
 # 25 tolerances, four per decade over [1e-8, 1e-2] (1e-3, the regimes sweep's default, among them)
 DEFAULT_TOLERANCES = tuple(float(f"{10.0**e:.6g}") for e in np.linspace(-8.0, -2.0, 25))
@@ -44,7 +45,16 @@ BAND_KINDS = REASONS
 METHOD = "dopri5"
 EVALS_PER_STEP = len(TORCHDIFFEQ_SOLVERS[METHOD].tableau.beta)  # 6: the first-same-as-last stage is reused
 ORDER = TORCHDIFFEQ_SOLVERS[METHOD].order  # 5: h1 = (0.01 / max(d1, d2))^(1/5)
-BISECTION_PRECISION = 1.01  # a band edge is bracketed within this factor of t
+FLOAT32_NOTE = (
+    "In float32 the state carries about 7 digits: at atol ≤ 1e-6 its round-off in the error estimate is as large as "
+    "the tolerance, so a step's acceptance, and the count, can follow the arithmetic rather than the flow. Where "
+    "this map parts from the float64 one, round-off decides."
+)
+PRECISIONS = {"float64": torch.float64, "float32": torch.float32}
+BISECTION_PRECISION = 1.01
+# grid rows solved in one batch: 5 × 41 u gives matrix products of ~800 token rows, where float64's run
+# near their best on this CPU (one row's ~160 token rows: 20 % slower a multiply-add)
+ROWS_PER_BATCH = 5  # a band edge is bracketed within this factor of t
 PAST_END_NOTE = (
     "Past τ = 1 a depth field's weights are polynomials extrapolated beyond the depth they were trained on: a step "
     "that reaches there is judged on the error out there, so these levels are not the flow's on [0, 1]."
@@ -81,6 +91,7 @@ class Cell:
     first_step: float  # the first step torchdiffeq tried: min(100·h0, h1)
     reason: str  # one of REASONS
     max_tau: float  # the furthest τ the field was evaluated at (past 1 only with past_end)
+    max_error_ratio: float = float("nan")  # dopri5's largest local error estimate against the tolerance
 
     @property
     def predicted(self) -> int | None:
@@ -96,22 +107,20 @@ def cell_reason(steps: list[float], decisions: list[bool]) -> str:
     return "cap-limited" if grew else "error-limited"
 
 
-@torch.no_grad()  # a measurement: no step size or state needs a gradient
-def solve_cell(f, h0: torch.Tensor, t: float, max_steps: int = 2000, past_end: bool = False) -> tuple[Cell, tuple]:
-    """One dopri5 solve at rtol t, atol t/10: its Cell, and its first two evaluations (y0, f0, f1)."""
-    solver = SolverConfig(METHOD, rtol=float(t), atol=float(t) * ATOL_RATIO, max_steps=max_steps)
-    rec, _ = trace_solve(f, h0, solver, past_end=past_end)
-    steps = [float(dt) for _, _, dt, _ in rec.attempts]
-    taus = [t0 + float(dt) for t0, _, dt, _ in rec.attempts]
-    cell = Cell(
-        nfe=len(rec.calls),
-        accepted=sum(rec.decisions),
-        rejected=len(rec.decisions) - sum(rec.decisions),
-        first_step=steps[0],
-        reason=cell_reason(steps, rec.decisions),
-        max_tau=max(taus),
-    )
-    return cell, (rec.calls[0][0], rec.calls[0][1], rec.calls[1][1])
+def cells_from(solve: BatchedSolve) -> list[Cell]:
+    """One Cell per sample of a batched dopri5 solve."""
+    return [
+        Cell(
+            nfe=int(solve.nfe[j]),
+            accepted=int(solve.accepted[j]),
+            rejected=int(solve.rejected[j]),
+            first_step=solve.steps[j][0],
+            reason=cell_reason(solve.steps[j], solve.decisions[j]),
+            max_tau=float(solve.max_tau[j]),
+            max_error_ratio=max(solve.error_ratios[j]),
+        )
+        for j in range(len(solve.nfe))
+    ]
 
 
 @dataclass
@@ -191,6 +200,8 @@ class PromptMap:
     rule_error: float  # the largest relative gap between h(u, t) from the rule and the first step each solve took
     seconds: float
     solves: int  # dopri5 solves, the bisections' included
+    precision: str = "float64"  # the dtype the field and the solves ran in (PRECISIONS)
+    max_error_ratio: np.ndarray | None = None  # [n_t, n_u] dopri5's largest local error estimate against the tolerance
     extra: dict = field(default_factory=dict)
 
     def row(self, t: float) -> int:
@@ -217,6 +228,8 @@ class PromptMap:
             "band_rows": self.band_rows,
             "first_step_rule": self.rule.to_dict(),
             "past_end": self.past_end,
+            "precision": self.precision,
+            "max_error_ratio": self.max_error_ratio,
             "max_tau": self.max_tau,
             "why_no_band": self.why_no_band,
             "first_step_rule_error": self.rule_error,
@@ -227,34 +240,45 @@ class PromptMap:
 
 
 class _Solver:
-    """The prompt's block under each u of the grid, encoded once; rows of cells at any tolerance."""
+    """The prompt's block under each u of the grid, encoded once; rows of cells at any tolerance, every u of a
+    row in one batched dopri5 solve (each u on its own steps), on a copy of the field in `dtype`."""
 
-    def __init__(self, model, tok, prompt: str, grid, axis: str, other: float, max_steps: int, past_end: bool):
+    def __init__(self, model, tok, prompt: str, grid, axis: str, other: float, max_steps: int, past_end: bool, dtype):
         idx, _ = prompt_tensor(model, tok, prompt)
-        self.h0 = model.encode(idx)
-        controls = [torch.tensor([axis_control(float(v), axis, other)], device=idx.device) for v in grid]
-        self.fields = [field_under_control(model, self.h0, c) for c in controls]  # control features once per u
+        self.h0 = model.encode(idx).to(dtype)
+        field = float_copy(model.field, dtype)
+        controls = torch.tensor([axis_control(float(v), axis, other) for v in grid], dtype=dtype, device=idx.device)
+        self.field = batched_field(field, controls, self.h0)  # the control's features once per u
+        self.y0 = self.h0.expand(len(grid), *self.h0.shape[1:]).contiguous()
         self.max_steps, self.past_end = max_steps, past_end
         self.solves = 0
 
-    def row(self, t: float, after_cell=None) -> tuple[list[Cell], list[tuple]]:
-        """after_cell(j) once cell j is solved."""
-        cells, firsts = [], []
-        for j, f in enumerate(self.fields):
-            cell, first = solve_cell(f, self.h0, t, self.max_steps, self.past_end)
-            cells.append(cell)
-            firsts.append(first)
-            if after_cell is not None:
-                after_cell(j)
-        self.solves += len(self.fields)
-        return cells, firsts
+    def rows(self, ts, on_attempt=None) -> list[tuple[list[Cell], FirstStepRule]]:
+        """Each tolerance's row of cells and the first-step rule at it, all rows in one batch (each sample with its
+        own tolerance: larger matrix products than one row's); on_attempt(n_running) before each round."""
+        n_u = self.y0.shape[0]
+        tols = torch.tensor([float(t) for t in ts], dtype=torch.float64).repeat_interleave(n_u)
+        solve = solve_adaptive_batch(
+            lambda tau, h, select: self.field(tau, h, select % n_u),  # sample b is u number b mod n_u
+            self.y0.repeat(len(ts), 1, 1),
+            tols,
+            tols * ATOL_RATIO,
+            METHOD,
+            self.max_steps,
+            self.past_end,
+            on_attempt=on_attempt,
+        )
+        self.solves += len(solve.nfe)
+        cells = cells_from(solve)
+        out = []
+        for i, t in enumerate(ts):
+            row = slice(i * n_u, (i + 1) * n_u)
+            rule = FirstStepRule(speed_bound=100 * solve.h0[row], change_bound_ref=solve.h1[row], t_ref=float(t))
+            out.append((cells[row], rule))
+        return out
 
-
-def _rule_from(firsts: list[tuple], t: float) -> FirstStepRule:
-    terms = [first_step_terms(y0, f0, f1, t, t * ATOL_RATIO, ORDER) for y0, f0, f1 in firsts]
-    return FirstStepRule(
-        speed_bound=np.array([100 * s.h0 for s in terms]), change_bound_ref=np.array([s.h1 for s in terms]), t_ref=t
-    )
+    def row(self, t: float, on_attempt=None) -> tuple[list[Cell], FirstStepRule]:
+        return self.rows([t], on_attempt)[0]
 
 
 def _row_kind(cells: list[Cell]) -> str | None:
@@ -407,12 +431,17 @@ def regimes_map(
     other: float = 0.0,
     max_steps: int = 2000,
     past_end: bool = False,
+    precision: str = "float64",
     on_progress=None,
 ) -> PromptMap:
     """dopri5 over u × tolerance for one prompt: each cell's NFE and reason, the prediction, and the bands.
 
-    on_progress(done_fraction) after each solve (the bands' bisections are the last 10 %): in the lab it is where
-    the background job lets a page have the model, and a row of tight tolerances takes 20 s on one thread."""
+    precision: the dtype the field and the solve run in, on a copy of the field (PRECISIONS; float64 by default:
+    at atol ≤ 1e-6 float32's round-off, not the flow, decides steps; float32 shows where the two part).
+    on_progress(done_fraction) before each round of a row's attempts (the bands' bisections are the last 10 %): in
+    the lab it is where the background job lets a page have the model."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if not hasattr(model, "field"):
         raise ValueError("a discrete model has no continuous block to solve")
     grid = u_grid_array(u_grid)
@@ -420,20 +449,21 @@ def regimes_map(
     if tols.size < 2 or not np.all(np.isfinite(tols)) or tols[0] < 1e-12 or tols[-1] > 1.0:
         raise ValueError("give at least two distinct tolerances in [1e-12, 1]")
     start = time.perf_counter()
-    solver = _Solver(model, tok, prompt, grid, axis, other, max_steps, past_end)
+    solver = _Solver(model, tok, prompt, grid, axis, other, max_steps, past_end, PRECISIONS[precision])
     rows: dict[float, list[Cell]] = {}
     rule = None
 
     def report(done: float):
-        return None if on_progress is None else (lambda j: on_progress(done + 0.9 * (j + 1) / (grid.size * tols.size)))
+        return None if on_progress is None else (lambda n_running: on_progress(done))
 
-    for i, t in enumerate(tols[::-1]):  # loosest first: its solves are the cheapest, and they give the rule
-        cells, firsts = solver.row(float(t), report(0.9 * i / tols.size))
-        rows[float(t)] = cells
-        if rule is None:
-            rule = _rule_from(firsts, float(t))
+    loosest_first = [float(t) for t in tols[::-1]]  # the loosest row's solves give the rule
+    for i in range(0, len(loosest_first), ROWS_PER_BATCH):
+        group = loosest_first[i : i + ROWS_PER_BATCH]
+        for t, (cells, row_rule) in zip(group, solver.rows(group, report(0.9 * i / tols.size))):
+            rows[t] = cells
+            rule = rule or row_rule
     t_range = (float(tols[0]), float(tols[-1]))
-    in_bands = None if on_progress is None else (lambda j: on_progress(0.9))
+    in_bands = report(0.9)
 
     def solve_row(t):
         if t not in rows:
@@ -479,12 +509,14 @@ def regimes_map(
         rejected=np.array([[c.rejected for c in r] for r in table], dtype=int),
         first_step=first_step,
         reason=[[c.reason for c in r] for r in table],
+        max_error_ratio=np.array([[c.max_error_ratio for c in r] for r in table], dtype=float),
         predicted=predicted,
         bands=bands,
         exceptions=exceptions,
         rule=rule,
         band_rows=band_rows,
         past_end=past_end,
+        precision=precision,
         max_tau=max(c.max_tau for r in rows.values() for c in r),
         why_no_band=None if cap else why_no_cap_band(rule, t_range),
         rule_error=float(np.max(np.abs(rule.h(t_all) / first_step - 1))),

@@ -90,6 +90,12 @@ def add_analyze_args(p):
         help="regimes-map: solve as torchdiffeq does by default, the last step past τ = 1 and interpolated back "
         "(a comparison: past τ = 1 a depth field's weights are extrapolated)",
     )
+    p.add_argument(
+        "--float32",
+        action="store_true",
+        help="regimes-map: solve in float32, the model's own precision, instead of on a float64 copy of the field "
+        "(a comparison: at atol <= 1e-6 float32's round-off, not the flow, decides dopri5's steps)",
+    )
     p.add_argument("--reference-rtol", type=float, default=1e-7, help="dopri5 reference (divergence, curvature)")
     p.add_argument("--reference-atol", type=float, default=1e-9, help="dopri5 reference (divergence, curvature)")
     p.add_argument("--n-tau", type=int, default=None, help="τ grid points (default 33; lens 11)")
@@ -594,6 +600,7 @@ def _regimes_map(args, model, tok, u, solver, n_tau):
             other=other,
             max_steps=args.max_steps,
             past_end=args.past_end,
+            precision="float32" if args.float32 else "float64",
         )
         for p in prompts
     ]
@@ -602,6 +609,7 @@ def _regimes_map(args, model, tok, u, solver, n_tau):
         f"dopri5 over {len(grid)} u in [{grid[0]:g}, {grid[-1]:g}] x {len(tolerances)} tolerances t in "
         f"[{min(tolerances):g}, {max(tolerances):g}] (rtol t, atol t/10), "
         + ("stepping past τ = 1 as torchdiffeq does by default" if args.past_end else "every solve landing on τ = 1")
+        + (", in float32" if args.float32 else ", in float64")
         + f": a cap-limited band on {len(with_band)} of {len(maps)} prompts; "
         f"{sum(len(m.exceptions) for m in maps)} cap-limited cells off the first-step rule's NFE"
     ]
@@ -627,6 +635,7 @@ def _regimes_map(args, model, tok, u, solver, n_tau):
         "prompts": [m.to_dict() for m in maps],
         "prompt_set": args.prompt_set,
         "past_end": args.past_end,
+        "precision": "float32" if args.float32 else "float64",
         "n_with_cap_band": len(with_band),
         "n_exceptions": sum(len(m.exceptions) for m in maps),
         "reasons": list(REASONS),

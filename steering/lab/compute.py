@@ -316,8 +316,10 @@ def regimes_in_chunks(
     targets=(" good", " bad"),
     chunks: int = 8,
     on_progress=None,
+    precision: str | None = "float64",
 ):
-    """steering.analysis.regimes.nfe_regimes over slices of the u grid, merged into one Regimes.
+    """steering.analysis.regimes.nfe_regimes over slices of the u grid, merged into one Regimes (precision: the
+    sweep's, batched on a copy of the field; None for one torchdiffeq solve per u in the model's own dtype).
 
     Every u is its own solve either way, so the merged NFE equal one whole sweep's; the
     switches, the crossover and the disagreements are recomputed on the merged arrays with the
@@ -330,7 +332,11 @@ def regimes_in_chunks(
         raise ValueError("the u grid is empty; give at least one control value")
     parts = []
     for k, piece in enumerate(np.array_split(grid, max(1, min(chunks, grid.size)))):
-        parts.append(nfe_regimes(model, tok, prompt, piece, solvers=solvers, rtol=rtol, atol=atol, targets=targets))
+        parts.append(
+            nfe_regimes(
+                model, tok, prompt, piece, solvers=solvers, rtol=rtol, atol=atol, targets=targets, precision=precision
+            )
+        )
         if on_progress is not None:
             on_progress((k + 1) / max(1, min(chunks, grid.size)))
     first = parts[0]
