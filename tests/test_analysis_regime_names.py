@@ -102,3 +102,21 @@ def test_the_depth_field_map_names_its_own_rows(small_depth_hybrid, small_tokeni
         assert len(r.switch_u) == int((np.diff(m.nfe[i]) != 0).sum())
         assert (r.kind is None) == (len(r.levels) == 1)
     assert regimes_reading(m).startswith("In float64") and m.to_dict()["crossover_u"] == m.crossover_u
+
+
+def test_an_error_limited_split_is_the_first_step_rule_s_unless_the_error_cost_a_step():
+    held = ["error-limited"] * len(U)
+    # the dearer u start with h = 0.05: three steps (h, 10·h, the rest) are the fewest h and the 10× cap allow
+    ruled = name_row(U, LEFT, held, 1e-2, first_step=np.where(LEFT == 20, 0.05, 0.1))
+    paid = name_row(
+        U, LEFT, held, 1e-2, first_step=np.full(len(U), 0.1)
+    )  # h = 0.1 needs two: the third was the error's
+    assert ruled.kind == paid.kind == "error-limited"
+    assert ruled.beyond_first_step is False and paid.beyond_first_step is True
+    m = _map([(1e-3, np.full(21, 20), held), (1e-2, LEFT, held)])
+    m.first_step[1] = np.where(LEFT == 20, 0.05, 0.1)
+    assert "set by the first-step rule (the error held a step's growth under the cap but cost no step)" in (
+        regimes_reading(m)
+    )
+    m.first_step[1] = 0.1
+    assert "set by the field's own error (it held a step's growth under the cap)" in regimes_reading(m)

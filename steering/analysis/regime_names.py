@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .regimes import ALIGNED_WITHIN
-from .regimes_map import ATOL_RATIO, EVALS_PER_STEP, PromptMap
+from .regimes_map import ATOL_RATIO, EVALS_PER_STEP, PromptMap, predicted_nfe
 
 # what sets a split, by the costlier cells' reasons: the cap is the first-step rule, the others the field's error
 SET_BY = {
@@ -34,6 +34,9 @@ class RowRegimes:
     extra_steps: float | None = None  # (top − bottom level) / EVALS_PER_STEP
     crossover_to_switch: float | None = None  # distance from the crossover to the nearest switch
     at_crossover: bool | None = None  # that distance within ALIGNED_WITHIN
+    # error-limited rows: whether a costlier cell took more than the fewest steps its first step and the 10× cap
+    # allow (2 + 6·k); if none did, the error held a growth without costing a step and the first-step rule split them
+    beyond_first_step: bool | None = None
 
     def to_dict(self) -> dict:
         return {**self.__dict__, "intervals": {str(k): v for k, v in self.intervals.items()}}
@@ -64,8 +67,9 @@ def _row_kind(reasons: list[str]) -> str:
     return next(r for r in ("rejected", "error-limited", "cap-limited") if r in reasons)
 
 
-def name_row(u, nfe, reasons: list[str], t: float, crossover_u: float | None = None) -> RowRegimes:
-    """One tolerance row's regimes, from its counts and reasons over u (u ascending)."""
+def name_row(u, nfe, reasons: list[str], t: float, crossover_u: float | None = None, first_step=None) -> RowRegimes:
+    """One tolerance row's regimes, from its counts and reasons over u (u ascending); first_step (the first step
+    each solve tried) tells an error-limited split the error paid for from one the first-step rule made."""
     u, nfe = np.asarray(u, dtype=float), np.asarray(nfe, dtype=int)
     runs = _runs(u, nfe)
     levels = sorted({level for level, _, _ in runs})
@@ -81,6 +85,8 @@ def name_row(u, nfe, reasons: list[str], t: float, crossover_u: float | None = N
     # the costlier cells say what set the split: what made them take more evaluations than the rest
     row.kind = _row_kind([r for r, is_top in zip(reasons, top) if is_top])
     row.costlier = _costlier_side(u, top)
+    if row.kind == "error-limited" and first_step is not None:
+        row.beyond_first_step = any(predicted_nfe(float(h)) < n for h, n in zip(np.asarray(first_step)[top], nfe[top]))
     mirrored = {round(-x, 6) for x in u[top]}
     row.symmetric = mirrored <= {round(x, 6) for x in u} and mirrored == {round(x, 6) for x in u[top]}
     row.extra_steps = (levels[-1] - levels[0]) / EVALS_PER_STEP
@@ -92,7 +98,7 @@ def name_row(u, nfe, reasons: list[str], t: float, crossover_u: float | None = N
 
 def name_regimes(m: PromptMap) -> list[RowRegimes]:
     """Every tolerance row of the map named, tightest first."""
-    return [name_row(m.u, m.nfe[i], m.reason[i], float(t), m.crossover_u) for i, t in enumerate(m.t)]
+    return [name_row(m.u, m.nfe[i], m.reason[i], float(t), m.crossover_u, m.first_step[i]) for i, t in enumerate(m.t)]
 
 
 def _group_key(r: RowRegimes) -> tuple:
@@ -148,6 +154,12 @@ def is_clean(r: RowRegimes) -> bool:
     return len(r.levels) == 2 and r.costlier != "mixed" and all(len(s) <= 2 for s in r.intervals.values())
 
 
+def _set_by(r: RowRegimes) -> str:
+    if r.beyond_first_step is False:
+        return "the first-step rule (the error held a step's growth under the cap but cost no step)"
+    return SET_BY[r.kind]
+
+
 def _describe(group: list[RowRegimes], u_min: float, u_max: float, t_min: float, t_max: float) -> str:
     r = group[0]  # all rows of a group hold the same levels on the same u
     low, high = r.levels
@@ -156,7 +168,7 @@ def _describe(group: list[RowRegimes], u_min: float, u_max: float, t_min: float,
     switches = ", ".join(f"{x:+.2f}" for x in r.switch_u)
     return (
         f"{_tolerances(group, t_min, t_max)}, {low} NFE for {_where(r.intervals[low], u_min, u_max)} and {high} for "
-        f"{_where(r.intervals[high], u_min, u_max)}, {steps} dearer {side}, set by {SET_BY[r.kind]}; "
+        f"{_where(r.intervals[high], u_min, u_max)}, {steps} dearer {side}, set by {_set_by(r)}; "
         f"{'switches' if len(r.switch_u) > 1 else 'switch'} at u ≈ {switches}"
     )
 
