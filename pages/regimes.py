@@ -6,6 +6,7 @@ import streamlit as st
 from lab_ui import models, widgets
 from steering.analysis.alignment import regimes_over_prompts
 from steering.analysis.inputs import PATH_SOLVER, REFERENCE_SOLVER
+from steering.analysis.regime_names import regimes_reading
 from steering.analysis.regimes import tolerance_scaling
 from steering.analysis.regimes_map import FLOAT32_NOTE, PAST_END_NOTE, default_tolerance_reading, regimes_map
 from steering.analysis.solver_trace import field_geometry, neighbour_across_switch, solver_traces, trace_reading
@@ -60,7 +61,13 @@ job = models.background(
     "regimes_map",
     (prompt, past_end, precision),
     lambda model, tok, on_progress: regimes_map(
-        model, tok, prompt, past_end=past_end, precision=precision, on_progress=on_progress
+        model,
+        tok,
+        prompt,
+        past_end=past_end,
+        precision=precision,
+        targets=texts.probe_targets,  # the crossover the switches are compared with: the model's own probe words
+        on_progress=on_progress,
     ),
     what="the regimes map",
 )
@@ -82,6 +89,7 @@ else:
     st.markdown(
         logic.bold_then_plain("What sets the level at the default tolerance: ", default_tolerance_reading(pmap))
     )
+    st.markdown(logic.bold_then_plain("The regimes, named from the map's counts: ", regimes_reading(pmap)))
     band_rows = dict(zip(pmap.band_rows, pmap.cap_bands))
     if st.session_state.get("w_reg_map_for") != (prompt, past_end, precision):
         st.session_state["w_reg_map_for"] = (prompt, past_end, precision)

@@ -351,4 +351,9 @@ def test_regimes_map_json_has_the_promised_shape(small_checkpoint, capsys):
         assert {"kind", "t_low", "t_high", "switch_u", "predicted_switch_u"} <= set(band)
     assert isinstance(p["exceptions"], list) and out["past_end"] is False and p["max_tau"] <= 1.0 + 1e-6
     assert "NFE" in p["default_reading"]
+    # every row named: its levels are the row's counts, its switches where neighbouring counts differ
+    assert [r["t"] for r in p["regimes"]] == p["t"] and p["regimes_reading"].startswith("In float64")
+    for r, nfe in zip(p["regimes"], p["nfe"]):
+        assert r["levels"] == sorted(set(nfe)) and len(r["switch_u"]) == sum(a != b for a, b in zip(nfe, nfe[1:]))
+    assert "crossover_u" in p
     assert out["precision"] == p["precision"] == "float64"  # float64 unless --float32 asks for the model's own

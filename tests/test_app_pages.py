@@ -417,6 +417,8 @@ def test_regimes_page_fills_the_map_in_the_background_and_says_what_sets_the_lev
     assert rows >= 25 and len(figure["layout"]["sliders"][0]["steps"]) == rows  # every tolerance on the slider
     reading = next(m.value for m in at.markdown if "What sets the level" in m.value)
     assert re.search(r"\d+ NFE", reading)
+    named = next(m.value for m in at.markdown if "The regimes, named from the map" in m.value)
+    assert "tolerance rows split over u" in named or "one level at every u" in named
     jump = [b for b in at.button if b.label.startswith("Jump to the band")]
     if jump:  # the button moves the slider to the band's middle, where NFE over u takes two levels
         jump[0].click().run()

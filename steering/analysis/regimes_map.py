@@ -33,9 +33,10 @@ from torchdiffeq._impl.odeint import SOLVERS as TORCHDIFFEQ_SOLVERS
 from ..model.batched_adaptive import BatchedSolve, solve_adaptive_batch
 from ..model.batched_field import batched_field, float_copy
 from .changepoints import level_switches
-from .inputs import axis_control, prompt_tensor, u_grid_array
-from .regimes import DEFAULT_U_GRID
+from .inputs import axis_control, prompt_tensor, target_token_ids, u_grid_array
+from .regimes import DEFAULT_U_GRID, crossing
 from .solver_trace import EVALS_BEFORE_FIRST_STEP, GROWTH_CAP
+from .sweep import target_probabilities
 
 # 25 tolerances, four per decade over [1e-8, 1e-2] (1e-3, the regimes sweep's default, among them)
 DEFAULT_TOLERANCES = tuple(float(f"{10.0**e:.6g}") for e in np.linspace(-8.0, -2.0, 25))
@@ -202,6 +203,7 @@ class PromptMap:
     solves: int  # dopri5 solves, the bisections' included
     precision: str = "float64"  # the dtype the field and the solves ran in (PRECISIONS)
     max_error_ratio: np.ndarray | None = None  # [n_t, n_u] dopri5's largest local error estimate against the tolerance
+    crossover_u: float | None = None  # where P(targets[0]) overtakes P(targets[1]) over u (None: not on the grid)
     extra: dict = field(default_factory=dict)
 
     def row(self, t: float) -> int:
@@ -231,6 +233,7 @@ class PromptMap:
             "precision": self.precision,
             "max_error_ratio": self.max_error_ratio,
             "max_tau": self.max_tau,
+            "crossover_u": self.crossover_u,
             "why_no_band": self.why_no_band,
             "first_step_rule_error": self.rule_error,
             "default_reading": default_tolerance_reading(self),
@@ -252,6 +255,7 @@ class _Solver:
         self.y0 = self.h0.expand(len(grid), *self.h0.shape[1:]).contiguous()
         self.max_steps, self.past_end = max_steps, past_end
         self.solves = 0
+        self.finals: dict[float, torch.Tensor] = {}  # each row's states at τ = 1, for the semantic crossover
 
     def rows(self, ts, on_attempt=None) -> list[tuple[list[Cell], FirstStepRule]]:
         """Each tolerance's row of cells and the first-step rule at it, all rows in one batch (each sample with its
@@ -273,6 +277,7 @@ class _Solver:
         out = []
         for i, t in enumerate(ts):
             row = slice(i * n_u, (i + 1) * n_u)
+            self.finals[float(t)] = solve.final[row]
             rule = FirstStepRule(speed_bound=100 * solve.h0[row], change_bound_ref=solve.h1[row], t_ref=float(t))
             out.append((cells[row], rule))
         return out
@@ -432,12 +437,14 @@ def regimes_map(
     max_steps: int = 2000,
     past_end: bool = False,
     precision: str = "float64",
+    targets=(" good", " bad"),
     on_progress=None,
 ) -> PromptMap:
     """dopri5 over u × tolerance for one prompt: each cell's NFE and reason, the prediction, and the bands.
 
     precision: the dtype the field and the solve run in, on a copy of the field (PRECISIONS; float64 by default:
     at atol ≤ 1e-6 float32's round-off, not the flow, decides steps; float32 shows where the two part).
+    targets: the two words whose crossover (the first overtaking the second) the switches are compared with.
     on_progress(done_fraction) before each round of a row's attempts (the bands' bisections are the last 10 %): in
     the lab it is where the background job lets a page have the model."""
     if precision not in PRECISIONS:
@@ -470,6 +477,9 @@ def regimes_map(
             rows[t] = solver.row(t, in_bands)[0]
         return rows[t]
 
+    # decoded from the tightest row's states: the flow's own end, without another solve (past τ = 1 a solve ends
+    # beyond the depth the crossover is defined at)
+    crossover_u = None if past_end else semantic_crossover(model, tok, grid, solver.finals[float(tols[0])], targets)
     bands = _grid_bands(grid, tols, [rows[float(t)] for t in tols])
     starts = [(th, math.sqrt(lo * hi), (lo, hi)) for th, lo, hi in _predicted_bands(rule, t_range)]
     for b in bands:  # a split on the grid that the rule did not predict: the threshold its first steps straddle
@@ -520,9 +530,19 @@ def regimes_map(
         max_tau=max(c.max_tau for r in rows.values() for c in r),
         why_no_band=None if cap else why_no_cap_band(rule, t_range),
         rule_error=float(np.max(np.abs(rule.h(t_all) / first_step - 1))),
+        crossover_u=crossover_u,
         seconds=time.perf_counter() - start,
         solves=solver.solves,
     )
+
+
+def semantic_crossover(model, tok, u, finals: torch.Tensor, targets) -> float | None:
+    """Where P(targets[0]) / (P(targets[0]) + P(targets[1])) crosses one half over u, from the states at τ = 1."""
+    ids, _, _ = target_token_ids(tok, list(targets))
+    if len(ids) < 2:
+        raise ValueError("give two targets: the crossover is where the first overtakes the second")
+    raw = target_probabilities(model, finals.to(next(model.parameters()).dtype), ids[:2])
+    return crossing(u, raw[:, 0] / np.maximum(raw[:, 0] + raw[:, 1], 1e-30))
 
 
 def default_tolerance_reading(m: PromptMap, t: float = 1e-3) -> str:

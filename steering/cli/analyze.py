@@ -584,6 +584,7 @@ def _map_tolerances(args) -> list[float]:
 
 
 def _regimes_map(args, model, tok, u, solver, n_tau):
+    from ..analysis.regime_names import name_regimes, regimes_reading
     from ..analysis.regimes_map import REASONS, default_tolerance_reading, regimes_map
 
     prompts = prompt_set(args.prompt_set, tok, args.n_prompts) if args.prompt_set else [args.prompt]
@@ -601,6 +602,7 @@ def _regimes_map(args, model, tok, u, solver, n_tau):
             max_steps=args.max_steps,
             past_end=args.past_end,
             precision="float32" if args.float32 else "float64",
+            targets=tuple(args.targets),
         )
         for p in prompts
     ]
@@ -631,8 +633,12 @@ def _regimes_map(args, model, tok, u, solver, n_tau):
         for e in m.exceptions:
             lines.append(f"  exception: u {e['u']:+.2f}, t {e['t']:.4g}: NFE {e['nfe']}, predicted {e['predicted']}")
         lines.append("  " + default_tolerance_reading(m))
+        lines.append("  " + regimes_reading(m))
     report = {
-        "prompts": [m.to_dict() for m in maps],
+        "prompts": [
+            {**m.to_dict(), "regimes": [r.to_dict() for r in name_regimes(m)], "regimes_reading": regimes_reading(m)}
+            for m in maps
+        ],
         "prompt_set": args.prompt_set,
         "past_end": args.past_end,
         "precision": "float32" if args.float32 else "float64",
