@@ -16,6 +16,7 @@ def test_a_perfectly_monotone_profile_has_rho_one_and_a_small_p():
     up = rank_correlation_test(x, x**3, draws=1000, seed=0)
     assert up.rho == pytest.approx(1.0) and up.p_value == pytest.approx(1 / 1001)  # no shuffle reaches |rho| = 1
     assert -0.8 < up.null_low < 0 < up.null_high < 0.8
+    assert up.p_value_cyclic == pytest.approx(1 / 10)  # no cyclic shift of a ramp keeps it a ramp: the floor, 1/n
     down = rank_correlation_test(x, -x, draws=1000, seed=0)  # two-sided: a falling profile is as unlikely
     assert down.rho == pytest.approx(-1.0) and down.p_value == pytest.approx(1 / 1001)
 
@@ -25,7 +26,7 @@ def test_profiles_drawn_independently_are_not_called_correlated():
     x, y = rng.normal(size=30), rng.normal(size=30)
     t = rank_correlation_test(x, y, draws=1000, seed=1)
     assert t.rho == pytest.approx(spearmanr(x, y).statistic)
-    assert t.null_low <= t.rho <= t.null_high and t.p_value > 0.2
+    assert t.null_low <= t.rho <= t.null_high and t.p_value > 0.2 and t.p_value_cyclic > 0.2
 
 
 def test_ties_take_their_average_rank_and_a_constant_profile_has_no_rho():
@@ -38,7 +39,7 @@ def test_ties_take_their_average_rank_and_a_constant_profile_has_no_rho():
     same = rank_correlation_test(nfe, curvature, draws=500, seed=0)
     assert same == t  # a fixed seed: the same null
     flat = rank_correlation_test(np.full(10, 32), curvature, draws=500)
-    assert flat.rho is None and flat.p_value is None and flat.null_low is None
+    assert flat.rho is None and flat.p_value is None and flat.null_low is None and flat.p_value_cyclic is None
     with pytest.raises(ValueError, match="one value per u"):
         rank_correlation_test([1, 2, 3], [1, 2])
     with pytest.raises(ValueError, match="non-finite"):

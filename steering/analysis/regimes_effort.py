@@ -9,7 +9,10 @@ For one prompt and a grid of u, in float64 on a copy of the field:
                     the path's curvature (analysis/curvature.path_curvature, full space) on n_tau points of a tight
                     dopri5 solve (the curvature page's reference tolerances).
 and the Spearman rank correlation of NFE with each curvature figure over u, against a null that shuffles u: rho,
-the permutation p-value (two-sided, (1 + hits) / (1 + draws)) and the null's 2.5 / 97.5 percentiles.
+the permutation p-value (two-sided, (1 + hits) / (1 + draws)) and the null's 2.5 / 97.5 percentiles. Neighbouring u
+have similar NFE and similar paths, which a free shuffle ignores, so its p-value flatters any two smooth profiles;
+p_value_cyclic also shifts NFE cyclically along u (every shift keeps the bands whole; its floor is 1/n_u), as
+solver_trace.curvature_by_level does for the regimes sweep.
 
 Spearman, not Pearson: NFE takes a few levels (multiples of 6), so only the order can be asked of it; scipy's
 spearmanr is a well-kept implementation that ranks ties by their average.
@@ -49,6 +52,7 @@ class RankTest:
     null_high: float | None  # ... and 97.5th
     draws: int
     seed: int
+    p_value_cyclic: float | None = None  # (1 + #|rho_shift| >= |rho|) / n over the n − 1 cyclic shifts along u
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -71,8 +75,16 @@ def rank_correlation_test(x, y, draws: int = NULL_DRAWS, seed: int = 0) -> RankT
     # a shuffle that reproduces the observed order gives the same rho up to round-off: count it as a hit
     hits = int(np.sum(np.abs(null) >= abs(rho) - 1e-12))
     low, high = np.percentile(null, [2.5, 97.5])
+    shifted = [abs(spearmanr(np.roll(x, k), y).statistic) for k in range(1, x.size)]
+    cyclic_hits = sum(r >= abs(rho) - 1e-12 for r in shifted)
     return RankTest(
-        rho=rho, p_value=(1 + hits) / (1 + draws), null_low=float(low), null_high=float(high), draws=draws, seed=seed
+        rho=rho,
+        p_value=(1 + hits) / (1 + draws),
+        null_low=float(low),
+        null_high=float(high),
+        draws=draws,
+        seed=seed,
+        p_value_cyclic=(1 + cyclic_hits) / x.size,
     )
 
 
@@ -105,7 +117,7 @@ class FieldEffort:
             else:
                 parts.append(
                     f"{name}: rho {t.rho:+.2f}, p = {t.p_value:.3g} (shuffled u: 95% of rho in "
-                    f"[{t.null_low:+.2f}, {t.null_high:+.2f}])"
+                    f"[{t.null_low:+.2f}, {t.null_high:+.2f}]; cyclic shifts: p = {t.p_value_cyclic:.3g})"
                 )
         return f"NFE {levels}; " + "; ".join(parts)
 
