@@ -357,3 +357,24 @@ def test_regimes_map_json_has_the_promised_shape(small_checkpoint, capsys):
         assert r["levels"] == sorted(set(nfe)) and len(r["switch_u"]) == sum(a != b for a, b in zip(nfe, nfe[1:]))
     assert "crossover_u" in p
     assert out["precision"] == p["precision"] == "float64"  # float64 unless --float32 asks for the model's own
+
+
+def test_regimes_effort_json_has_a_row_per_u_and_a_test_per_curvature_figure(small_checkpoint, capsys):
+    out = run_json(
+        capsys,
+        "analyze",
+        "regimes-effort",
+        "--checkpoint",
+        str(small_checkpoint),
+        "--n-u",
+        "4",
+        "--null-draws",
+        "20",
+        "--json",
+    )
+    (p,) = out["prompts"]
+    assert p["prompt"] == "The movie was" and len(p["u"]) == len(p["nfe"]) == len(p["max_error_ratio"]) == 4
+    assert len(p["arc_to_chord_excess"]) == len(p["orthogonal_share"]) == 4
+    assert set(p["tests"]) == {"arc_to_chord_excess", "orthogonal_share"}
+    assert (out["rtol"], out["atol"]) == (1e-5, 1e-6)  # its own default where the solver flags are left alone
+    assert p["precision"] == "float64" and p["tests"]["orthogonal_share"]["draws"] == 20

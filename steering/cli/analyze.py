@@ -30,6 +30,7 @@ KINDS = (
     "curvature",
     "solver-trace",
     "regimes-map",
+    "regimes-effort",
 )
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "steering-analysis-cache"
 
@@ -99,7 +100,9 @@ def add_analyze_args(p):
     p.add_argument("--reference-rtol", type=float, default=1e-7, help="dopri5 reference (divergence, curvature)")
     p.add_argument("--reference-atol", type=float, default=1e-9, help="dopri5 reference (divergence, curvature)")
     p.add_argument("--n-tau", type=int, default=None, help="τ grid points (default 33; lens 11)")
-    p.add_argument("--null-draws", type=int, default=2000, help="draws of the shuffled-u null (--prompt-set)")
+    p.add_argument(
+        "--null-draws", type=int, default=2000, help="draws of the shuffled-u null (--prompt-set; regimes-effort)"
+    )
     p.add_argument("--top-k", type=int, default=5, help="tokens per τ (lens)")
     p.add_argument("--convergence-steps", type=int, default=64, help="largest N (convergence)")
     p.add_argument(
@@ -166,8 +169,8 @@ def run_analyze(args, solver_for) -> None:
     """solver_for(the checkpoint's training solver) -> the solver the flags ask for."""
     from ..training.checkpoint import load_checkpoint
 
-    if args.prompt_set is not None and args.kind not in ("regimes", "regimes-map"):
-        raise ValueError(f"--prompt-set applies to regimes and regimes-map, not {args.kind}")
+    if args.prompt_set is not None and args.kind not in ("regimes", "regimes-map", "regimes-effort"):
+        raise ValueError(f"--prompt-set applies to regimes, regimes-map and regimes-effort, not {args.kind}")
     from ..model.controls import control_from_args, internal_axis
     from ..model.ode import CONTROL_AXES
 
@@ -649,6 +652,12 @@ def _regimes_map(args, model, tok, u, solver, n_tau):
     return report, "\n".join(lines)
 
 
+def _regimes_effort(args, model, tok, u, solver, n_tau):
+    from .analyze_effort import regimes_effort
+
+    return regimes_effort(args, model, tok, _grid(args))
+
+
 ANALYSES = {
     "trajectory": _trajectory,
     "pca": _pca,
@@ -666,4 +675,5 @@ ANALYSES = {
     "curvature": _curvature,
     "solver-trace": _solver_trace,
     "regimes-map": _regimes_map,
+    "regimes-effort": _regimes_effort,
 }
