@@ -75,3 +75,23 @@ def test_regimes_over_prompts_is_nfe_regimes_prompt_by_prompt(small_hybrid, smal
     assert out["prompt_set"] == "test" and len(out["prompts"]) == 2 and "aligned_share" in out
     with pytest.raises(ValueError, match="prompt"):
         regimes_over_prompts(small_hybrid, small_tokenizer, [], grid)
+
+
+@pytest.mark.parametrize("fixture", ["small_hybrid", "small_depth_hybrid"])
+def test_the_batched_float64_alignment_is_nfe_regimes_in_float64(fixture, small_tokenizer, request, monkeypatch):
+    """The Regimes page's alignment (precision float64: every u of a prompt in one batch) counts each prompt's
+    NFE as the batched sweep does for that prompt alone."""
+    from steering.analysis import alignment
+
+    model = request.getfixturevalue(fixture)
+    grid = np.linspace(-2, 2, 9)
+    prompts = ["The movie was", "The plot was"]
+    asked = []
+    monkeypatch.setattr(
+        alignment, "nfe_regimes", lambda *a, **kw: asked.append(kw["precision"]) or nfe_regimes(*a, **kw)
+    )
+    a = regimes_over_prompts(model, small_tokenizer, prompts, grid, draws=20, precision="float64")
+    assert asked == ["float64", "float64"]  # each prompt batched, none one u at a time
+    for row in a.prompts:
+        alone = nfe_regimes(model, small_tokenizer, row.prompt, grid, precision="float64")
+        assert list(row.nfe) == list(alone.nfe["dopri5"]) and row.crossover_u == pytest.approx(alone.crossover_u)

@@ -190,10 +190,12 @@ def regimes_over_prompts(
     seed: int = 0,
     prompt_set: str = "",
     on_progress=None,
+    precision: str | None = None,
 ) -> Alignment:
     """nfe_regimes for each prompt, then the alignment statistics over them.
 
-    on_progress(done_fraction) is called after each prompt.
+    on_progress(done_fraction) is called after each prompt. precision: as nfe_regimes's (None: one torchdiffeq
+    solve per u in the model's dtype; "float64": every u of a prompt in one batch, about 10x faster).
     """
     prompts = list(prompts)
     if not prompts or not all(isinstance(p, str) and p for p in prompts):
@@ -213,6 +215,7 @@ def regimes_over_prompts(
             axis=axis,
             targets=targets,
             max_steps=max_steps,
+            precision=precision,
         )
         distance = nearest_distance(r.crossover_u, [s.u for s in r.switches])
         rows.append(
