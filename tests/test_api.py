@@ -155,10 +155,17 @@ def test_evaluate_gives_the_figures_and_their_bars(tmp_path):
     assert isinstance(evaluation.figure(), go.Figure)
 
 
+def own_environment() -> dict[str, str]:
+    """This process's environment without the STEERING_* variables other tests of the session set (the lab's
+    tests point the app at toy checkpoints for the whole session): a child sees what a user's shell would."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("STEERING_")}
+
+
 def test_the_cli_generates_through_the_api(hybrid):
     """One way, not two: `generate --json` gives the API's texts for the same prompt, control and seed."""
     args = ["generate", "--prompt", PROMPT, "--u", "sentiment=2", "--n", "2", "--seed", "3", "--max-new-tokens", "12"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    args += ["--checkpoint", str(hybrid.path)]  # named: the lab tests point $STEERING_CHECKPOINT at a toy model
+    env = {**own_environment(), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
         [sys.executable, "-m", "steering", *args, "--json"],
         cwd=ROOT,
@@ -177,7 +184,7 @@ def test_the_contract_runs_from_a_folder_outside_the_checkout(tmp_path):
     checkpoints beside the package. The package is importable as `pip install -e .` or the CI's PYTHONPATH
     makes it; here PYTHONPATH (the suite does not install it)."""
     env = {
-        **os.environ,
+        **own_environment(),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         "STEERING_CACHE": str(tmp_path / "cache"),
         "OMP_NUM_THREADS": "1",

@@ -29,6 +29,8 @@ def test_the_tour_runs_in_a_minute_and_draws_at_least_three_figures(tmp_path, mo
     # the kernel inherits this environment: the package importable as the test run has it (not installed, the
     # CI's case), a fresh cache (the PCA maps fitted inside the budget), one thread as the suite runs
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    for name in [k for k in os.environ if k.startswith("STEERING_")]:  # the lab tests' toy checkpoints
+        monkeypatch.delenv(name)
     monkeypatch.setenv("STEERING_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     outside = tmp_path / "elsewhere"  # no assets/ here: steering.load("assets/flat") must look beside the package
